@@ -1,0 +1,107 @@
+package authority
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// OPS-4: attribution of bound and unbound credentials.
+func TestPrincipalCaller(t *testing.T) {
+	tests := []struct {
+		p    Principal
+		want Caller
+	}{
+		{Principal{TokenID: "laptop", Seat: "ada"}, Caller{Seat: "ada", Kind: KindHuman, Requester: "ada", OperatorID: "laptop"}},
+		{Principal{TokenID: "ci"}, Caller{Seat: "token:ci", Kind: KindOperator, Requester: "token:ci", OperatorID: "ci"}},
+	}
+	for _, tc := range tests {
+		if got := tc.p.Caller(); got != tc.want {
+			t.Errorf("%+v.Caller() = %+v, want %+v", tc.p, got, tc.want)
+		}
+		if !tc.p.Caller().Valid() {
+			t.Errorf("%+v.Caller() not valid", tc.p)
+		}
+	}
+}
+
+func TestCallerValid(t *testing.T) {
+	bad := []Caller{
+		{},
+		{Seat: "ada"},
+		{Seat: "ada", Kind: "robot"},
+		{Seat: "token:x", Kind: KindHuman},
+		{Seat: "ada", Kind: KindOperator},
+		{Seat: "  ", Kind: KindAgent},
+	}
+	for _, c := range bad {
+		if c.Valid() {
+			t.Errorf("%+v reported valid", c)
+		}
+	}
+}
+
+func TestTokensVerifyRevokeReplace(t *testing.T) {
+	ts := NewTokens(TokenEntry{ID: "a", Secret: "secret-a", Seat: "ada", Admin: true}, TokenEntry{ID: "b", Secret: "secret-b"})
+	if p, ok := ts.Verify("secret-a"); !ok || p.Seat != "ada" || !p.Admin || p.TokenID != "a" {
+		t.Fatalf("Verify(a) = %+v %v", p, ok)
+	}
+	for _, bad := range []string{"", "secret-", "secret-c", "SECRET-A"} {
+		if _, ok := ts.Verify(bad); ok {
+			t.Errorf("Verify(%q) accepted", bad)
+		}
+	}
+	if !ts.Revoke("b") || ts.Revoke("b") {
+		t.Fatal("Revoke should report once")
+	}
+	if _, ok := ts.Verify("secret-b"); ok {
+		t.Fatal("revoked token still verifies")
+	}
+	ts.Replace([]TokenEntry{{ID: "c", Secret: "secret-c"}})
+	if _, ok := ts.Verify("secret-a"); ok {
+		t.Fatal("replaced token still verifies")
+	}
+	if ts.Len() != 1 {
+		t.Fatalf("Len = %d", ts.Len())
+	}
+}
+
+// Tokens are stored hashed: no plaintext survives in the store's printed form.
+func TestTokensHoldNoPlaintext(t *testing.T) {
+	ts := NewTokens(TokenEntry{ID: "a", Secret: "plaintext-credential-123"})
+	if s := fmt.Sprintf("%+v %#v", ts, ts.tokens); strings.Contains(s, "plaintext-credential-123") {
+		t.Fatal("token store holds the plaintext secret")
+	}
+}
+
+func TestTokensConcurrent(t *testing.T) {
+	ts := NewTokens(TokenEntry{ID: "a", Secret: "s"})
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 200; j++ {
+				ts.Verify("s")
+				if i == 0 {
+					ts.Replace([]TokenEntry{{ID: "a", Secret: "s"}})
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+}
+
+func TestDirectoryLookupCaseInsensitive(t *testing.T) {
+	d := NewDirectory([]Unit{{ID: "core", Name: "Core"}}, []Seat{{Handle: "Ada", Kind: SeatHuman, Unit: "core"}})
+	if s, ok := d.Seat("@ada"); !ok || s.Handle != "Ada" {
+		t.Fatalf("Seat(@ada) = %+v %v", s, ok)
+	}
+	if _, ok := d.Seat("bob"); ok {
+		t.Fatal("found a seat that is not there")
+	}
+	if u, ok := d.Unit("core"); !ok || u.Name != "Core" {
+		t.Fatal("unit lookup failed")
+	}
+}

@@ -1,0 +1,93 @@
+package servers
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Trust decides whose caller metadata a server believes. The metadata names
+// the seat a write is attributed to, so believing it from anybody would let
+// any client write as anybody: it is taken only from a party that holds the
+// shared proof.
+//
+// The hub mounts a server in-process with a fresh random proof that never
+// leaves the process (InProcessTrust); a standalone server is given the
+// proof of the caller it should trust on its command line (TrustProof). The
+// zero Trust trusts nobody.
+type Trust struct {
+	proof string
+}
+
+// TrustProof trusts callers presenting proof, in the request metadata
+// (MetaProof) or, over HTTP, as the bearer token.
+func TrustProof(proof string) Trust { return Trust{proof: proof} }
+
+// InProcessTrust returns a trust with a random proof for a server the hub
+// connects to over an in-memory transport, and the proof the hub must send.
+func InProcessTrust() (Trust, string) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("servers: no randomness for an in-process proof: " + err.Error())
+	}
+	p := hex.EncodeToString(b[:])
+	return Trust{proof: p}, p
+}
+
+// CallerMeta is the request metadata a trusted party sends with a call.
+func CallerMeta(c authority.Caller, proof string) mcp.Meta {
+	return mcp.Meta{MetaCaller: c, MetaProof: proof}
+}
+
+// Caller returns who is calling, or a forbidden refusal when the request does
+// not come from a trusted party or names no valid caller.
+func (t Trust) Caller(req *mcp.CallToolRequest) (authority.Caller, error) {
+	var meta mcp.Meta
+	if req != nil && req.Params != nil {
+		meta = req.Params.Meta
+	}
+	if !t.trusted(req, meta) {
+		return authority.Caller{}, authority.Refuse(authority.Forbidden,
+			"This server takes calls only from the hub or from the caller it was started to trust; this connection presented no such proof.")
+	}
+	raw, ok := meta[MetaCaller]
+	if !ok {
+		return authority.Caller{}, authority.Refuse(authority.Forbidden,
+			"The call names no caller, so nobody could be held to it; it was not run.")
+	}
+	var c authority.Caller
+	// The metadata arrives as a decoded JSON value over a wire transport and
+	// as the typed value in-process; a round trip reads both.
+	b, err := json.Marshal(raw)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil || !c.Valid() {
+		return authority.Caller{}, authority.Refuse(authority.Forbidden,
+			"The call's caller is not a seat, a person or an operator credential; it was not run.")
+	}
+	return c, nil
+}
+
+func (t Trust) trusted(req *mcp.CallToolRequest, meta mcp.Meta) bool {
+	if t.proof == "" {
+		return false
+	}
+	if p, ok := meta[MetaProof].(string); ok && equal(p, t.proof) {
+		return true
+	}
+	if req != nil && req.Extra != nil && req.Extra.Header != nil {
+		h := req.Extra.Header.Get("Authorization")
+		if tok, ok := strings.CutPrefix(h, "Bearer "); ok && equal(strings.TrimSpace(tok), t.proof) {
+			return true
+		}
+	}
+	return false
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }

@@ -1,0 +1,167 @@
+package servers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Handler is a typed tool body. It receives the verified caller and decoded,
+// schema-checked arguments. It returns its output, or an error: an
+// *authority.Refusal anywhere in the chain is answered as that refusal, and
+// any other error is the node's own fault (internal_error, cause logged).
+type Handler[In, Out any] func(ctx context.Context, c authority.Caller, in In) (Out, error)
+
+// Tool is one row of a server's tool table: everything a reader of the
+// catalogue needs (name, hints, where it delivers) beside the body. Servers
+// declare their tools as a []Tool and register the table in one call.
+type Tool struct {
+	Name        string
+	Description string
+	Hints       Hints
+	// Delivers names where a call puts something in front of somebody
+	// outside the turn (CAT-8); empty for a tool that reaches nobody.
+	Delivers string
+
+	build func(t Trust, log *slog.Logger) (*mcp.Tool, mcp.ToolHandler, error)
+}
+
+// Typed declares a tool whose input and output schemas come from In and Out.
+func Typed[In, Out any](name, description string, hints Hints, delivers string, h Handler[In, Out]) Tool {
+	tool := Tool{Name: name, Description: description, Hints: hints, Delivers: delivers}
+	tool.build = func(trust Trust, log *slog.Logger) (*mcp.Tool, mcp.ToolHandler, error) {
+		in, err := jsonschema.For[In](nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tool %s: input schema: %w", name, err)
+		}
+		out, err := jsonschema.For[Out](nil)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tool %s: output schema: %w", name, err)
+		}
+		resolved, err := in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
+		if err != nil {
+			return nil, nil, fmt.Errorf("tool %s: input schema: %w", name, err)
+		}
+		def := &mcp.Tool{
+			Name:         name,
+			Description:  description,
+			InputSchema:  in,
+			OutputSchema: out,
+			Annotations:  annotations(hints),
+			Meta:         mcp.Meta{MetaHints: hints, MetaDelivers: delivers},
+		}
+		handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			caller, err := trust.Caller(req)
+			if err != nil {
+				return Refused(authority.AsRefusal(err)), nil
+			}
+			var args In
+			if r := decodeArgs(req.Params.Arguments, resolved, &args); r != nil {
+				return Refused(r), nil
+			}
+			res, err := h(ctx, caller, args)
+			if err != nil {
+				r := authority.AsRefusal(err)
+				if r.Class == authority.InternalError {
+					log.ErrorContext(ctx, "tool_failed", "tool", name, "seat", caller.Seat, "error", err.Error())
+				}
+				return Refused(r), nil
+			}
+			body, err := json.Marshal(res)
+			if err != nil {
+				log.ErrorContext(ctx, "tool_failed", "tool", name, "error", fmt.Sprintf("marshal output: %v", err))
+				return Refused(authority.Internal()), nil
+			}
+			return &mcp.CallToolResult{
+				Content:           []mcp.Content{&mcp.TextContent{Text: string(body)}},
+				StructuredContent: json.RawMessage(body),
+			}, nil
+		}
+		return def, handler, nil
+	}
+	return tool
+}
+
+// decodeArgs checks raw arguments against the tool's schema and decodes them.
+// Everything wrong here is the caller's input, so it is claimed as invalid
+// with the schema's own words naming the argument (REF-3, REF-4).
+func decodeArgs(raw any, schema *jsonschema.Resolved, into any) *authority.Refusal {
+	var data []byte
+	switch v := raw.(type) {
+	case nil:
+		data = []byte("{}")
+	case json.RawMessage:
+		data = v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return authority.Refuse(authority.Invalid, "The arguments could not be read as JSON: %v.", err)
+		}
+		data = b
+	}
+	if len(bytes.TrimSpace(data)) == 0 || string(bytes.TrimSpace(data)) == "null" {
+		data = []byte("{}")
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return authority.Refuse(authority.Invalid, "The arguments must be a JSON object: %v.", err)
+	}
+	if err := schema.Validate(m); err != nil {
+		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
+	}
+	if err := schema.ApplyDefaults(&m); err != nil {
+		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
+	}
+	b, _ := json.Marshal(m)
+	if err := json.Unmarshal(b, into); err != nil {
+		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
+	}
+	return nil
+}
+
+// annotations renders hints in the protocol's vocabulary. The protocol has no
+// "unknown": an unknown destructive or open-world hint is left out, and an
+// unknown read-only or idempotent hint can only be written as false, which is
+// why the exact values also travel in MetaHints.
+func annotations(h Hints) *mcp.ToolAnnotations {
+	ptr := func(t Tri) *bool {
+		if t == Unknown {
+			return nil
+		}
+		b := t == Yes
+		return &b
+	}
+	return &mcp.ToolAnnotations{
+		ReadOnlyHint:    h.ReadOnly == Yes,
+		IdempotentHint:  h.Idempotent == Yes,
+		DestructiveHint: ptr(h.Destructive),
+		OpenWorldHint:   ptr(h.OpenWorld),
+	}
+}
+
+// Register adds every tool of a table to a server. A duplicate name in one
+// table is a programming error and panics at start-up rather than letting the
+// later entry shadow the earlier one.
+func Register(s *mcp.Server, trust Trust, log *slog.Logger, tools ...Tool) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if seen[t.Name] {
+			panic("servers: tool " + t.Name + " declared twice")
+		}
+		seen[t.Name] = true
+		def, h, err := t.build(trust, log)
+		if err != nil {
+			panic("servers: " + err.Error())
+		}
+		s.AddTool(def, h)
+	}
+}
