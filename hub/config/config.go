@@ -1,0 +1,174 @@
+// Package config reads and checks the company file: units, seats, MCP
+// servers, backends and operator credentials. A document is checked whole and
+// every violation is reported at once, so an operator fixes a file in one
+// pass; keys the engine does not know, and blocks it cannot honour, are
+// refused rather than ignored, because a silently dropped block looks exactly
+// like one that works.
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Company is one company document.
+type Company struct {
+	Company      Info                 `yaml:"company"`
+	Units        []Unit               `yaml:"units" validate:"dive"`
+	Roles        []Role               `yaml:"roles" validate:"dive"`
+	MCPServers   []MCPServer          `yaml:"mcp_servers" validate:"dive"`
+	Integrations map[string]yaml.Node `yaml:"integrations"`
+	Tracker      Backend              `yaml:"tracker"`
+	Knowledge    Backend              `yaml:"knowledge"`
+	API          API                  `yaml:"api"`
+}
+
+// Info names the company.
+type Info struct {
+	Name string `yaml:"name" validate:"omitempty,max=200"`
+}
+
+// Unit is a team or department. Its direct agent seats inherit its mcp_env.
+type Unit struct {
+	ID      string `yaml:"id" validate:"required,slug"`
+	Name    string `yaml:"name" validate:"required,max=200"`
+	Type    string `yaml:"type" validate:"omitempty,oneof=team department company"`
+	Lead    string `yaml:"lead" validate:"omitempty,slug"`
+	Parent  string `yaml:"parent" validate:"omitempty,slug"`
+	Project string `yaml:"project" validate:"omitempty,projectkey"`
+	Space   string `yaml:"space" validate:"omitempty,max=100"`
+	// MCPEnv is keyed by server name, then variable (or header) name.
+	MCPEnv map[string]map[string]string `yaml:"mcp_env"`
+	Roles  []Role                       `yaml:"roles" validate:"dive"`
+}
+
+// Role is one seat: an agent that runs turns, or a person.
+type Role struct {
+	Name         string                       `yaml:"name" validate:"required,max=200"`
+	Handle       string                       `yaml:"handle" validate:"required,slug"`
+	Kind         string                       `yaml:"kind" validate:"omitempty,oneof=agent human"`
+	Admin        bool                         `yaml:"admin"`
+	ContactIDs   []string                     `yaml:"contact_ids" validate:"dive,required,max=320"`
+	Withheld     bool                         `yaml:"withheld"`
+	MCPEnv       map[string]map[string]string `yaml:"mcp_env"`
+	Integrations map[string]yaml.Node         `yaml:"integrations"`
+}
+
+// MCPServer declares a third-party MCP server.
+type MCPServer struct {
+	Name                  string                     `yaml:"name" validate:"required,slug"`
+	Transport             string                     `yaml:"transport" validate:"omitempty,oneof=stdio http sse"`
+	Command               string                     `yaml:"command"`
+	Args                  []string                   `yaml:"args"`
+	URL                   string                     `yaml:"url"`
+	Shared                *bool                      `yaml:"shared"`
+	Env                   map[string]string          `yaml:"env"`
+	Headers               map[string]string          `yaml:"headers"`
+	ToolPrefix            string                     `yaml:"tool_prefix" validate:"omitempty,toolprefix"`
+	ToolAnnotations       map[string]map[string]bool `yaml:"tool_annotations"`
+	OptionalKeys          []string                   `yaml:"optional_keys"`
+	StartupTimeoutSeconds int                        `yaml:"startup_timeout_seconds" validate:"gte=0,lte=600"`
+}
+
+// IsShared reports the effective shared flag (default true).
+func (s MCPServer) IsShared() bool { return s.Shared == nil || *s.Shared }
+
+// EffectiveTransport is the declared transport, or the one the declaration
+// implies: a url means http, a command means stdio.
+func (s MCPServer) EffectiveTransport() string {
+	if s.Transport != "" {
+		return s.Transport
+	}
+	if s.URL != "" && s.Command == "" {
+		return "http"
+	}
+	return "stdio"
+}
+
+// Backend picks which tracker or knowledge system the company runs.
+type Backend struct {
+	Backend string `yaml:"backend"`
+}
+
+// API holds the operator surface's credentials.
+type API struct {
+	Auth Auth `yaml:"auth"`
+}
+
+// Auth lists operator bearer tokens.
+type Auth struct {
+	Tokens []Token `yaml:"tokens" validate:"dive"`
+}
+
+// Token is an operator credential. Its value is always a ${VAR} reference so
+// no secret lives in the company file.
+type Token struct {
+	ID    string `yaml:"id" validate:"required,slug"`
+	Token string `yaml:"token" validate:"required"`
+	// Seat binds the token to a person: it writes as that seat.
+	Seat string `yaml:"seat" validate:"omitempty,slug"`
+	// Admin grants an unbound token the administrator's routes; a bound token
+	// takes its seat's admin flag instead.
+	Admin bool `yaml:"admin"`
+}
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// Default is the embedded company a hub runs with no file: one unit, one
+// administrator person and one agent seat.
+func Default() *Company {
+	c, err := Parse(defaultYAML)
+	if err != nil {
+		panic("config: the embedded default company is invalid: " + err.Error())
+	}
+	return c
+}
+
+// DefaultYAML returns the embedded default document, for showing to users.
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Violations is every problem found in one document.
+type Violations []string
+
+func (v Violations) Error() string {
+	if len(v) == 1 {
+		return "the company file has 1 problem:\n  - " + v[0]
+	}
+	return fmt.Sprintf("the company file has %d problems:\n  - %s", len(v), strings.Join(v, "\n  - "))
+}
+
+// Parse decodes and checks a document. Unknown keys, type errors and rule
+// violations come back together as Violations. ${VAR} references are not
+// resolved here; Resolve does that against an environment.
+func Parse(data []byte) (*Company, error) {
+	var c Company
+	var out Violations
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		var te *yaml.TypeError
+		switch {
+		case errors.As(err, &te):
+			// Keep going: the rest of the document decoded, and its rule
+			// violations belong in the same report.
+			for _, e := range te.Errors {
+				out = append(out, e)
+			}
+		case err.Error() == "EOF":
+			// An empty document is an empty company; the rules below say
+			// what it lacks.
+		default:
+			return nil, Violations{"the file is not valid YAML: " + err.Error()}
+		}
+	}
+	out = append(out, c.check()...)
+	if len(out) > 0 {
+		return &c, out
+	}
+	return &c, nil
+}

@@ -1,0 +1,151 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/crewlet/hub/authority"
+)
+
+// TestCheckData runs every document under testdata/check: each "# want:"
+// line must appear in the report, and the report must hold nothing else, so
+// every violation of a document is reported at once and only once.
+func TestCheckData(t *testing.T) {
+	files, _ := filepath.Glob("testdata/check/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no test documents")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wants []string
+			for _, line := range strings.Split(string(data), "\n") {
+				if w, ok := strings.CutPrefix(line, "# want: "); ok {
+					wants = append(wants, w)
+				}
+			}
+			_, err = Parse(data)
+			var v Violations
+			if len(wants) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected violations: %v", err)
+				}
+				return
+			}
+			if !errors.As(err, &v) {
+				t.Fatalf("want violations, got %v", err)
+			}
+			for _, w := range wants {
+				found := false
+				for _, got := range v {
+					if strings.Contains(got, w) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("missing violation %q in:\n%v", w, err)
+				}
+			}
+			if len(v) != len(wants) {
+				t.Errorf("got %d violations, want %d:\n%v", len(v), len(wants), err)
+			}
+		})
+	}
+}
+
+func TestDefaultCompany(t *testing.T) {
+	c := Default()
+	d := c.Directory()
+	var humans, agents, admins int
+	for _, s := range d.Seats() {
+		switch s.Kind {
+		case authority.SeatHuman:
+			humans++
+		case authority.SeatAgent:
+			agents++
+		}
+		if s.Admin {
+			admins++
+		}
+	}
+	if humans != 1 || agents != 1 || admins != 1 || len(d.Units()) != 1 {
+		t.Fatalf("default company: %d people, %d agents, %d admins, %d units", humans, agents, admins, len(d.Units()))
+	}
+	if c.TrackerBackend() != "native" || c.KnowledgeBackend() != "native" {
+		t.Fatal("default backends are not native")
+	}
+	if u := d.Units()[0]; u.Project == "" || u.Lead == "" {
+		t.Fatalf("default unit has no project or lead: %+v", u)
+	}
+}
+
+func TestOperatorTokens(t *testing.T) {
+	data, _ := os.ReadFile("testdata/check/valid-full.yaml")
+	c, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ADA_TOKEN": "ada-secret", "CI_TOKEN": "ci-secret"}
+	got, err := c.OperatorTokens(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []authority.TokenEntry{
+		{ID: "laptop", Secret: "ada-secret", Seat: "ada", Admin: true},
+		{ID: "ci", Secret: "ci-secret", Admin: true},
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("tokens = %+v", got)
+	}
+	env["CI_TOKEN"] = "  "
+	delete(env, "ADA_TOKEN")
+	_, err = c.OperatorTokens(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	var v Violations
+	if !errors.As(err, &v) || len(v) != 2 || !strings.Contains(err.Error(), "ADA_TOKEN") || !strings.Contains(err.Error(), "CI_TOKEN") {
+		t.Fatalf("unset and empty variables not both reported: %v", err)
+	}
+}
+
+func TestEffectiveTransportAndShared(t *testing.T) {
+	f := false
+	tests := []struct {
+		s         MCPServer
+		transport string
+		shared    bool
+	}{
+		{MCPServer{Command: "x"}, "stdio", true},
+		{MCPServer{URL: "https://x"}, "http", true},
+		{MCPServer{Transport: "sse", URL: "https://x", Shared: &f}, "sse", false},
+	}
+	for _, tc := range tests {
+		if tc.s.EffectiveTransport() != tc.transport || tc.s.IsShared() != tc.shared {
+			t.Errorf("%+v: %s %v", tc.s, tc.s.EffectiveTransport(), tc.s.IsShared())
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/check/*.yaml")
+	for _, p := range files {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err == nil && c == nil {
+			t.Fatal("nil company without error")
+		}
+		if err != nil {
+			var v Violations
+			if !errors.As(err, &v) || len(v) == 0 {
+				t.Fatalf("error is not a non-empty Violations: %T %v", err, err)
+			}
+		}
+	})
+}

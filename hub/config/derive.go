@@ -1,0 +1,85 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/crewlet/hub/authority"
+)
+
+// TrackerBackend is the effective tracker backend (default native).
+func (c *Company) TrackerBackend() string { return orDefault(c.Tracker.Backend, "native") }
+
+// KnowledgeBackend is the effective knowledge backend (default native).
+func (c *Company) KnowledgeBackend() string { return orDefault(c.Knowledge.Backend, "native") }
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Directory builds the company directory of seats and units.
+func (c *Company) Directory() *authority.Directory {
+	var seats []authority.Seat
+	add := func(unit string, r Role) {
+		seats = append(seats, authority.Seat{
+			Handle:     r.Handle,
+			Role:       r.Name,
+			Kind:       authority.SeatKind(r.kind()),
+			Unit:       unit,
+			Admin:      r.Admin,
+			ContactIDs: append([]string(nil), r.ContactIDs...),
+			Withheld:   r.Withheld,
+		})
+	}
+	var units []authority.Unit
+	for _, u := range c.Units {
+		units = append(units, authority.Unit{ID: u.ID, Name: u.Name, Type: u.Type, Lead: u.Lead,
+			Project: u.Project, Space: u.Space, Parent: u.Parent})
+		for _, r := range u.Roles {
+			add(u.ID, r)
+		}
+	}
+	for _, r := range c.Roles {
+		add("", r)
+	}
+	return authority.NewDirectory(units, seats)
+}
+
+// Lookup resolves a variable; it reports false for a name that is unset.
+type Lookup func(name string) (string, bool)
+
+// OperatorTokens resolves the operator credentials against env. A variable
+// that is unset or empty is a violation naming it: a token is never accepted
+// as empty, which would let an empty bearer through.
+func (c *Company) OperatorTokens(env Lookup) ([]authority.TokenEntry, error) {
+	dir := c.Directory()
+	var out []authority.TokenEntry
+	var bad Violations
+	for i, t := range c.API.Auth.Tokens {
+		m := wholeRefRe.FindStringSubmatch(t.Token)
+		if m == nil {
+			bad = append(bad, fmt.Sprintf("api.auth.tokens[%d].token: not a ${VARIABLE} reference", i))
+			continue
+		}
+		v, ok := env(m[1])
+		if !ok || strings.TrimSpace(v) == "" {
+			bad = append(bad, fmt.Sprintf("api.auth.tokens[%d].token: the variable %s is not set (or is empty) in the hub's environment", i, m[1]))
+			continue
+		}
+		e := authority.TokenEntry{ID: t.ID, Secret: v, Admin: t.Admin}
+		if t.Seat != "" {
+			s, _ := dir.Seat(t.Seat)
+			e.Seat, e.Admin = s.Handle, s.Admin
+		}
+		out = append(out, e)
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return nil, bad
+	}
+	return out, nil
+}
