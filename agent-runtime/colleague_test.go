@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func testDirectory() *authority.Directory {
+	return authority.NewDirectory([]authority.Unit{{ID: "core", Name: "Core"}}, []authority.Seat{
+		{Handle: "ada", Role: "Tech Lead", Kind: authority.SeatHuman, Unit: "core", ContactIDs: []string{"ada@example.com"}},
+		{Handle: "alan", Role: "Engineer", Kind: authority.SeatAgent, Unit: "core"},
+		{Handle: "grace", Role: "Engineer", Kind: authority.SeatAgent, Unit: "core"},
+		{Handle: "linus", Role: "Advisor", Kind: authority.SeatHuman, ContactIDs: []string{"linus@example.com"}, Withheld: true},
+		{Handle: "bob", Role: "Support", Kind: authority.SeatAgent},
+	})
+}
+
+// BLT-2: handle, role name or contact id; case-insensitive; partial and fuzzy
+// fallbacks; ambiguity answers the candidates; withheld ids name nobody.
+func TestMatchColleagues(t *testing.T) {
+	dir := testDirectory()
+	tests := []struct {
+		query string
+		how   string
+		want  []string
+	}{
+		{"ada", byHandle, []string{"ada"}},
+		{"ADA", byHandle, []string{"ada"}},
+		{" @Ada ", byHandle, []string{"ada"}},
+		{"tech lead", byRole, []string{"ada"}},
+		{"Engineer", byRole, []string{"alan", "grace"}},
+		{"Ada@Example.com", byContactID, []string{"ada"}},
+		{"linus@example.com", byFuzzy, nil},
+		{"supp", byPartial, []string{"bob"}},
+		{"example.com", byPartial, []string{"ada"}},
+		{"gracee", byFuzzy, []string{"grace"}},
+		{"alna", byFuzzy, []string{"alan"}},
+		{"engneer", byFuzzy, []string{"alan", "grace"}},
+		{"xyzzy", byFuzzy, nil},
+		{"", "", nil},
+	}
+	for _, tc := range tests {
+		seats, how := matchColleagues(dir, tc.query)
+		var got []string
+		for _, s := range seats {
+			got = append(got, s.Handle)
+		}
+		if how != tc.how || !slices.Equal(got, tc.want) {
+			t.Errorf("matchColleagues(%q) = %v by %q, want %v by %q", tc.query, got, how, tc.want, tc.how)
+		}
+	}
+}
+
+func TestDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		d    int
+	}{{"", "", 0}, {"a", "", 1}, {"kitten", "sitting", 3}, {"grace", "gracee", 1}, {"héllo", "hello", 1}, {"alna", "alan", 1}} {
+		if got := distance(tc.a, tc.b); got != tc.d {
+			t.Errorf("distance(%q,%q) = %d, want %d", tc.a, tc.b, got, tc.d)
+		}
+	}
+}
+
+// The tool through a real MCP client: a match, candidates, a withheld person
+// with no accounts, not_found and invalid.
+func TestLookupColleagueTool(t *testing.T) {
+	trust, proof := servers.InProcessTrust()
+	dir := testDirectory()
+	s := NewBuiltinServer(func() *authority.Directory { return dir }, trust, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cs.Close(); ss.Wait() }()
+	caller := authority.Caller{Seat: "alan", Kind: authority.KindAgent, Requester: "ada", TurnKey: "t1"}
+	lookup := func(q string) (*mcp.CallToolResult, lookupOut) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_colleague", Arguments: map[string]any{"query": q}, Meta: servers.CallerMeta(caller, proof)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out lookupOut
+		if !res.IsError {
+			b, _ := json.Marshal(res.StructuredContent)
+			if err := json.Unmarshal(b, &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return res, out
+	}
+	if _, out := lookup("ada"); out.Match == nil || out.Match.Handle != "ada" || !slices.Equal(out.Match.Accounts, []string{"ada@example.com"}) {
+		t.Errorf("ada: %+v", out)
+	}
+	if _, out := lookup("engineer"); out.Match != nil || len(out.Candidates) != 2 || out.MatchedBy != byRole {
+		t.Errorf("engineer: %+v", out)
+	}
+	if _, out := lookup("linus"); out.Match == nil || len(out.Match.Accounts) != 0 {
+		t.Errorf("withheld person shows accounts: %+v", out)
+	}
+	for q, class := range map[string]authority.Class{"nobody-at-all-here": authority.NotFound, "  @ ": authority.Invalid} {
+		res, _ := lookup(q)
+		if c, ok := servers.ClassOf(res); !ok || c != class {
+			t.Errorf("lookup(%q) class %q, want %q", q, c, class)
+		}
+	}
+}
