@@ -53,7 +53,9 @@ func matchColleagues(dir *authority.Directory, query string) (seats []authority.
 	}{
 		{byHandle, func(s authority.Seat) bool { return strings.EqualFold(s.Handle, q) }},
 		{byRole, func(s authority.Seat) bool { return strings.EqualFold(s.Role, q) }},
-		{byContactID, func(s authority.Seat) bool { return anyFold(ids(s), func(id string) bool { return strings.EqualFold(id, q) }) }},
+		{byContactID, func(s authority.Seat) bool {
+			return anyFold(ids(s), func(id string) bool { return strings.EqualFold(id, q) })
+		}},
 		{byPartial, func(s authority.Seat) bool {
 			return contains(s.Handle, q) || contains(s.Role, q) || anyFold(ids(s), func(id string) bool { return contains(id, q) })
 		}},

@@ -32,7 +32,8 @@ type Tool struct {
 	build func(t Trust, log *slog.Logger) (*mcp.Tool, mcp.ToolHandler, error)
 }
 
-// Typed declares a tool whose input and output schemas come from In and Out.
+// Typed declares a tool whose input schema comes from In and whose output is
+// an Out, marshalled as JSON.
 func Typed[In, Out any](name, description string, hints Hints, delivers string, h Handler[In, Out]) Tool {
 	tool := Tool{Name: name, Description: description, Hints: hints, Delivers: delivers}
 	tool.build = func(trust Trust, log *slog.Logger) (*mcp.Tool, mcp.ToolHandler, error) {
@@ -40,21 +41,21 @@ func Typed[In, Out any](name, description string, hints Hints, delivers string, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("tool %s: input schema: %w", name, err)
 		}
-		out, err := jsonschema.For[Out](nil)
-		if err != nil {
-			return nil, nil, fmt.Errorf("tool %s: output schema: %w", name, err)
-		}
 		resolved, err := in.Resolve(&jsonschema.ResolveOptions{ValidateDefaults: true})
 		if err != nil {
 			return nil, nil, fmt.Errorf("tool %s: input schema: %w", name, err)
 		}
+		// No output schema is advertised: clients (the TypeScript SDK among
+		// them) check structured content against it even on a failed
+		// result, and a refusal's structured content is its class, not the
+		// tool's output. Success still carries the output as structured
+		// content and as JSON text.
 		def := &mcp.Tool{
-			Name:         name,
-			Description:  description,
-			InputSchema:  in,
-			OutputSchema: out,
-			Annotations:  annotations(hints),
-			Meta:         mcp.Meta{MetaHints: hints, MetaDelivers: delivers},
+			Name:        name,
+			Description: description,
+			InputSchema: in,
+			Annotations: annotations(hints),
+			Meta:        mcp.Meta{MetaHints: hints, MetaDelivers: delivers},
 		}
 		handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			caller, err := trust.Caller(req)
