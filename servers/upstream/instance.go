@@ -1,0 +1,595 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Version is how the hub identifies itself to upstream servers.
+const Version = "0.1.0"
+
+// Tool is a tool an upstream server listed.
+type Tool struct {
+	Def *mcp.Tool
+	// Annotations are the annotations as the server sent them, raw, so an
+	// absent hint can be told from a false one.
+	Annotations json.RawMessage
+}
+
+// State is where an instance is in its life.
+type State string
+
+const (
+	StateStarting State = "starting"
+	StateRunning  State = "running"
+	// StateDown: it died or failed to start, and a retry is scheduled.
+	StateDown State = "down"
+	// StateFailed: it cannot launch as specified (no command, no url), so
+	// nothing is retried until a revision changes the spec.
+	StateFailed  State = "failed"
+	StateStopped State = "stopped"
+)
+
+// Status is a snapshot of an instance for operators.
+type Status struct {
+	State       State
+	Cause       string // what took it down, or why it failed
+	Since       time.Time
+	NextRestart time.Time // zero when none is scheduled
+	Attempt     int
+	Tools       int
+	StderrTail  string
+}
+
+// Options configure an instance. Zero values work except Spec.
+type Options struct {
+	Spec Resolved
+	// Dir is a stdio child's working directory: the engine's own.
+	Dir string
+	// StartTimeout bounds connecting and listing tools (each); 60s if 0.
+	StartTimeout time.Duration
+	// ProbeTimeout bounds the server/discover probe before falling back to
+	// initialize; 5s if 0.
+	ProbeTimeout time.Duration
+	// StopGrace is how long each gentle step of a stop waits; 2s if 0.
+	StopGrace time.Duration
+	Logger    *slog.Logger
+	// Schedule is the restart schedule; a fresh default one if nil. It is
+	// the instance's own from then on.
+	Schedule *Schedule
+	// Host is the engine's environment, from which only the allowlist
+	// passes to a child; os.Environ() if nil.
+	Host []string
+	// OnTools is called from the instance's own goroutine with the tool
+	// list of the first start, and afterwards only when a start lists
+	// different tools (MCP-8).
+	OnTools func([]Tool)
+	// HTTPClient is the base client for http/sse servers.
+	HTTPClient *http.Client
+}
+
+// DownError is a call the instance could not serve because its server is
+// not running, or stopped running while the call was in flight.
+type DownError struct {
+	Server      string
+	Cause       string
+	NextRestart time.Time
+	// InFlight is set when the call had been sent and no answer came back:
+	// it may have taken effect.
+	InFlight bool
+}
+
+func (e *DownError) Error() string {
+	return fmt.Sprintf("MCP server %s is not running: %s", e.Server, e.Cause)
+}
+
+// Instance is one supervised upstream server: a stdio child (its own process
+// group) or a session with a remote URL. It watches the server from start to
+// stop and restarts it on the schedule. Its goroutines are owned by it and
+// ended by Close, which is safe to call more than once.
+type Instance struct {
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	status  Status
+	sess    *mcp.ClientSession
+	ended   chan struct{} // closed when the current session is over
+	// recorded is closed once the current session's end is in status, so
+	// a call that failed under it can say what took the server down.
+	recorded chan struct{}
+	tools   []Tool
+	child   *child
+	legacy  bool // the server ignored the discover probe once
+	started bool // the server has been up at least once
+
+	retry  chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Start begins supervising; it returns at once. Ready reports when the first
+// start is over, whatever its outcome.
+func Start(opts Options) *Instance {
+	if opts.Schedule == nil {
+		opts.Schedule = &Schedule{}
+	}
+	if opts.StartTimeout <= 0 {
+		opts.StartTimeout = 60 * time.Second
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = 5 * time.Second
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = 2 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Host == nil {
+		opts.Host = os.Environ()
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	}
+	opts.Schedule.EnsureDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	i := &Instance{
+		opts:   opts,
+		log:    opts.Logger.With("server", opts.Spec.Name),
+		status: Status{State: StateStarting, Since: time.Now()},
+		retry:  make(chan struct{}, 1),
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	go i.supervise(ctx)
+	return i
+}
+
+// Status is a snapshot.
+func (i *Instance) Status() Status {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	s := i.status
+	s.Tools = len(i.tools)
+	if i.child != nil {
+		s.StderrTail = i.child.tail.String()
+	}
+	return s
+}
+
+// Tools is the last tool list the server answered.
+func (i *Instance) Tools() []Tool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return slices.Clone(i.tools)
+}
+
+// Retry asks a down server to try again at once and starts its schedule
+// afresh (MCP-9). A running server is left alone.
+func (i *Instance) Retry() {
+	i.opts.Schedule.Reset()
+	select {
+	case i.retry <- struct{}{}:
+	default:
+	}
+}
+
+// Call runs a tool on the server.
+func (i *Instance) Call(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	i.mu.Lock()
+	sess, recorded := i.sess, i.recorded
+	i.mu.Unlock()
+	if sess == nil {
+		return nil, i.downError(false)
+	}
+	var a any
+	if len(args) > 0 {
+		a = args
+	}
+	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
+	if err == nil {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return nil, err
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
+		// The server answered, with a protocol error of its own.
+		return nil, err
+	}
+	// The connection failed under the call: give the death watch a moment
+	// to record it, so the answer says what took the server down.
+	select {
+	case <-recorded:
+	case <-time.After(2 * time.Second):
+	}
+	return nil, i.downError(true)
+}
+
+func (i *Instance) downError(inFlight bool) *DownError {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	e := &DownError{Server: i.opts.Spec.Name, Cause: i.status.Cause, NextRestart: i.status.NextRestart, InFlight: inFlight}
+	switch {
+	case e.Cause != "":
+	case i.status.State == StateStopped:
+		e.Cause = "it was stopped"
+	case i.status.State == StateStarting:
+		e.Cause = "it is still starting"
+	default:
+		e.Cause = "its session ended"
+	}
+	return e
+}
+
+// Close stops the server gently then firmly and ends supervision.
+func (i *Instance) Close() error {
+	i.once.Do(func() {
+		i.cancel()
+		<-i.done
+	})
+	return nil
+}
+
+func (i *Instance) setStatus(f func(s *Status)) {
+	i.mu.Lock()
+	f(&i.status)
+	i.mu.Unlock()
+}
+
+// supervise is the instance's one goroutine: start, watch, restart.
+func (i *Instance) supervise(ctx context.Context) {
+	defer close(i.done)
+	defer i.setStatus(func(s *Status) { *s = Status{State: StateStopped, Since: time.Now(), Cause: "it was stopped"} })
+	spec := i.opts.Spec
+	if !spec.CanLaunch() {
+		reason := "the spec can never launch: a stdio server needs a command and an http server a url"
+		i.log.Error("mcp_server_failed", "reason", reason)
+		i.setStatus(func(s *Status) { *s = Status{State: StateFailed, Cause: reason, Since: time.Now()} })
+		<-ctx.Done()
+		return
+	}
+	var downSince time.Time
+	var was string
+	failedBefore := false // a start failed already: later failures are retries
+	for {
+		c, err := i.open(ctx)
+		if ctx.Err() != nil {
+			if c != nil {
+				i.closeConn(c)
+			}
+			return
+		}
+		if err != nil {
+			tail := ""
+			if c != nil && c.child != nil {
+				tail = c.child.tail.String()
+				i.closeConn(c)
+			}
+			if tail != "" {
+				i.log.Error("server_stderr_tail", "stderr_tail", tail)
+			}
+			delay := i.opts.Schedule.StartFailed()
+			attempt := i.opts.Schedule.Attempt()
+			if i.started || failedBefore {
+				i.log.Error("server_restart_failed", "attempt", attempt, "error", err.Error(), "retry_in_seconds", int(delay.Seconds()))
+			} else {
+				i.log.Error("mcp_server_failed", "reason", err.Error())
+				i.log.Info("server_start_retry_scheduled", "attempt", attempt, "retry_in_seconds", int(delay.Seconds()))
+			}
+			failedBefore = true
+			if downSince.IsZero() {
+				downSince = time.Now()
+			}
+			i.setStatus(func(s *Status) {
+				*s = Status{State: StateDown, Cause: "it failed to start: " + err.Error(), Since: downSince, NextRestart: time.Now().Add(delay), Attempt: attempt}
+			})
+			if !i.wait(ctx, delay) {
+				return
+			}
+			continue
+		}
+
+		upAt := time.Now()
+		if i.started {
+			i.log.Info("server_restarted", "attempt", i.opts.Schedule.Attempt(), "down_seconds", int(time.Since(downSince).Seconds()), "was", was)
+		}
+		i.started = true
+		downSince, was = time.Time{}, ""
+		i.setStatus(func(s *Status) { *s = Status{State: StateRunning, Since: upAt} })
+
+		// Death watch (MCP-5): the process exiting, or the session ending
+		// while the process runs on.
+		var exited <-chan struct{}
+		if c.child != nil {
+			exited = c.child.done
+		}
+		select {
+		case <-ctx.Done():
+			i.closeConn(c)
+			close(c.recorded)
+			return
+		case <-exited:
+		case <-c.ended:
+		}
+		cause := "its session ended"
+		if c.child != nil {
+			select {
+			case <-c.child.done:
+				cause = "its process " + c.child.exitDescription()
+			case <-time.After(100 * time.Millisecond):
+				cause = "it closed its session while its process ran on"
+			}
+		}
+		uptime := time.Since(upAt)
+		tail := ""
+		if c.child != nil {
+			tail = c.child.tail.String()
+		}
+		i.log.Error("server_exited", "cause", cause, "up_seconds", int(uptime.Seconds()), "stderr_tail", tail)
+		downSince, was = time.Now(), cause
+		delay := i.opts.Schedule.Died(uptime)
+		next := time.Now().Add(delay)
+		i.setStatus(func(s *Status) {
+			*s = Status{State: StateDown, Cause: cause, Since: downSince, NextRestart: next, Attempt: i.opts.Schedule.Attempt()}
+		})
+		close(c.recorded)
+		// Reap whatever the old process left behind before restarting.
+		i.closeConn(c)
+		if !i.wait(ctx, delay) {
+			return
+		}
+	}
+}
+
+// wait sleeps for d, or until a Retry or Close; false means closed.
+func (i *Instance) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-i.retry:
+	}
+	return true
+}
+
+// conn is one live connection to the server.
+type conn struct {
+	sess     *mcp.ClientSession
+	child    *child
+	ended    chan struct{}
+	recorded chan struct{}
+	rawAnn   *rawAnnotations
+}
+
+func (i *Instance) closeConn(c *conn) {
+	i.mu.Lock()
+	if i.sess == c.sess {
+		i.sess, i.ended = nil, nil
+	}
+	i.child = c.child
+	i.mu.Unlock()
+	if c.sess != nil {
+		_ = c.sess.Close()
+	}
+	if c.child != nil {
+		c.child.stop(i.opts.StopGrace)
+	}
+}
+
+// open starts the server (a stdio child) or dials it (http, sse), makes the
+// handshake and lists its tools.
+func (i *Instance) open(ctx context.Context) (*conn, error) {
+	c, err := i.handshake(ctx, i.legacyVersion())
+	if err != nil && c != nil && c.child != nil && errors.Is(err, errProbeTimedOut) {
+		// A legacy server that ignores the probe: start it again and go
+		// straight to initialize, and remember to next time.
+		i.closeConn(c)
+		i.mu.Lock()
+		i.legacy = true
+		i.mu.Unlock()
+		i.log.Info("server_discover_ignored", "fallback", "initialize")
+		c, err = i.handshake(ctx, "2025-11-25")
+	}
+	if err != nil {
+		return c, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, i.opts.StartTimeout)
+	defer cancel()
+	var tools []Tool
+	for t, err := range c.sess.Tools(lctx, nil) {
+		if err != nil {
+			return c, fmt.Errorf("listing its tools: %w", err)
+		}
+		tools = append(tools, Tool{Def: t, Annotations: c.raw(t.Name)})
+	}
+	c.ended = make(chan struct{})
+	c.recorded = make(chan struct{})
+	go func(s *mcp.ClientSession, ended chan struct{}) {
+		_ = s.Wait()
+		close(ended)
+	}(c.sess, c.ended)
+
+	i.mu.Lock()
+	changed := !sameTools(i.tools, tools)
+	first := !i.started
+	old := i.tools
+	i.sess, i.ended, i.recorded, i.child, i.tools = c.sess, c.ended, c.recorded, c.child, tools
+	i.mu.Unlock()
+	if changed || first {
+		if !first {
+			added, removed := diffTools(old, tools)
+			i.log.Info("server_catalogue_changed", "added", added, "removed", removed)
+		}
+		if i.opts.OnTools != nil {
+			i.opts.OnTools(slices.Clone(tools))
+		}
+	}
+	return c, nil
+}
+
+var errProbeTimedOut = errors.New("the server did not answer the server/discover probe")
+
+func (i *Instance) legacyVersion() string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.legacy {
+		return "2025-11-25"
+	}
+	return ""
+}
+
+// handshake connects with version ("" tries server/discover first). The
+// probe is bounded: a legacy server that never answers it must not hang the
+// start (MCP-3).
+func (i *Instance) handshake(ctx context.Context, version string) (*conn, error) {
+	spec := i.opts.Spec
+	raw := newRawAnnotations()
+	c := &conn{}
+	var inner mcp.Transport
+	switch spec.Transport {
+	case TransportHTTP, TransportSSE:
+		hc := &http.Client{Transport: headerRT{headers: spec.Headers, base: i.opts.HTTPClient.Transport}, Timeout: i.opts.HTTPClient.Timeout}
+		if spec.Transport == TransportSSE {
+			inner = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc}
+		} else {
+			inner = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc}
+		}
+	default:
+		ch, err := startChild(spec.Command, spec.Args, ChildEnv(spec, i.opts.Host), i.opts.Dir, func(line string) {
+			i.log.Debug("server_stderr", "line", line)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", spec.Command, err)
+		}
+		c.child = ch
+		i.mu.Lock()
+		i.child = ch
+		i.mu.Unlock()
+		inner = &mcp.IOTransport{Reader: ch.stdout, Writer: ch.stdin}
+	}
+	timeout := i.opts.StartTimeout
+	if version == "" && c.child != nil {
+		timeout = min(timeout, i.opts.ProbeTimeout)
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet", Version: Version}, nil)
+	sess, err := client.Connect(hctx, &tapTransport{inner: inner, raw: raw}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		if version == "" && c.child != nil && errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return c, errProbeTimedOut
+		}
+		if c.child != nil {
+			// The pipe's EOF usually arrives a moment before the exit
+			// status: wait briefly so the answer says how it ended.
+			select {
+			case <-c.child.done:
+				return c, fmt.Errorf("its process %s before the handshake finished", c.child.exitDescription())
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		return c, fmt.Errorf("handshake: %w", err)
+	}
+	c.sess = sess
+	c.rawAnn = raw
+	return c, nil
+}
+
+func (c *conn) raw(tool string) json.RawMessage {
+	if c.rawAnn == nil {
+		return nil
+	}
+	return c.rawAnn.get(tool)
+}
+
+// headerRT sends the resolved headers on every request to an http server.
+type headerRT struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range h.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	base := h.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
+func toolKey(t Tool) string {
+	b, _ := json.Marshal(struct {
+		Def *mcp.Tool
+		Ann json.RawMessage
+	}{t.Def, t.Annotations})
+	return string(b)
+}
+
+func sameTools(a, b []Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if toolKey(a[k]) != toolKey(b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func diffTools(old, cur []Tool) (added, removed []string) {
+	had := map[string]bool{}
+	for _, t := range old {
+		had[t.Def.Name] = true
+	}
+	has := map[string]bool{}
+	for _, t := range cur {
+		has[t.Def.Name] = true
+		if !had[t.Def.Name] {
+			added = append(added, t.Def.Name)
+		}
+	}
+	for n := range had {
+		if !has[n] {
+			removed = append(removed, n)
+		}
+	}
+	sort.Strings(removed)
+	return added, removed
+}
+
+// childPID is the current child's pid, 0 if none; for tests and status.
+func (i *Instance) childPID() int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.child == nil {
+		return 0
+	}
+	return i.child.pid()
+}

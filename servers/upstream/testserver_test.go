@@ -1,0 +1,117 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+)
+
+// The test binary doubles as the upstream servers these tests supervise:
+// real processes speaking real MCP over stdio, which can crash, fork and
+// misbehave on demand.
+func TestMain(m *testing.M) {
+	switch os.Getenv("UPSTREAM_TEST_SERVER") {
+	case "go-sdk":
+		serveGoSDK()
+		return
+	case "legacy":
+		serveLegacy()
+		return
+	case "exit-at-start":
+		fmt.Fprintln(os.Stderr, "fatal: API token rejected (test)")
+		os.Exit(4)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+type noArgs struct{}
+
+type textOut struct {
+	Text string `json:"text"`
+}
+
+func serveGoSDK() {
+	s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, textOut, error) {
+			return nil, textOut{Text: in.Text}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "env", Description: "the process environment"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+			return nil, textOut{Text: strings.Join(os.Environ(), "\n")}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "crash", Description: "exit mid-call"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+			fmt.Fprintln(os.Stderr, "panic: crash requested (test)")
+			os.Exit(3)
+			return nil, textOut{}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "spawn", Description: "start a grandchild that outlives nothing"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+			cmd := exec.Command("sleep", "300")
+			if err := cmd.Start(); err != nil {
+				return nil, textOut{}, err
+			}
+			return nil, textOut{Text: fmt.Sprint(cmd.Process.Pid)}, nil
+		})
+	fmt.Fprintln(os.Stderr, "test upstream ready")
+	_ = s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// serveLegacy is a hand-written line-delimited JSON-RPC server of the
+// 2025-06-18 era that, like some old servers, never answers a method it does
+// not know, so a server/discover probe gets no reply at all.
+func serveLegacy() {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(make([]byte, 1<<20), 1<<20)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(in.Bytes(), &req) != nil || req.ID == nil {
+			continue
+		}
+		var result any
+		switch req.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": "2025-06-18", "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "legacy", "version": "0"}}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{"name": "old_tool", "inputSchema": map[string]any{"type": "object"}}}}
+		case "tools/call":
+			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "legacy answer"}}}
+		case "ping":
+			result = map[string]any{}
+		default:
+			fmt.Fprintln(os.Stderr, "ignoring", req.Method)
+			continue
+		}
+		_ = out.Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+	}
+}
+
+// testSpec is a stdio spec that runs this test binary as the given server.
+func testSpec(t *testing.T, mode string, extraEnv map[string]string) Resolved {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"UPSTREAM_TEST_SERVER": mode}
+	for k, v := range extraEnv {
+		env[k] = v
+	}
+	return Resolved{Name: "test-" + mode, Transport: TransportStdio, Command: exe, Env: env}
+}
