@@ -1,0 +1,38 @@
+// Command crewlet runs the Crewlet hub and its tools.
+//
+//	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
+//	crewlet config check FILE
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const usage = `usage:
+  crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
+  crewlet config check FILE
+  crewlet config default`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch cmd, args := os.Args[1], os.Args[2:]; {
+	case cmd == "serve":
+		err = serve(args)
+	case cmd == "config" && len(args) == 2 && args[0] == "check":
+		os.Exit(configCheck(args[1]))
+	case cmd == "config" && len(args) == 1 && args[0] == "default":
+		err = printDefault()
+	default:
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "crewlet:", err)
+		os.Exit(1)
+	}
+}

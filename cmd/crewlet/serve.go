@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	agent "github.com/crewlet/hub/agent-runtime"
+	"github.com/crewlet/hub/hub"
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// tokenVar is the variable the embedded default company reads its operator
+// token from.
+const tokenVar = "CREWLET_OPERATOR_TOKEN"
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	cfgPath := fs.String("config", "", "company file (YAML); without one the embedded default company runs")
+	listen := fs.String("listen", "127.0.0.1:8420", "address to listen on; port 0 picks a free one")
+	dataDir := fs.String("data-dir", "./.crewlet", "where the hub keeps its data")
+	debug := fs.Bool("debug", false, "log at debug level")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if *debug {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	env := os.LookupEnv
+	load := func() (*config.Company, error) { return loadCompany(*cfgPath) }
+	tokenNote := ""
+	if *cfgPath == "" {
+		load = func() (*config.Company, error) { return config.Default(), nil }
+		tok, where, err := defaultToken(*dataDir)
+		if err != nil {
+			return err
+		}
+		tokenNote = where
+		env = func(k string) (string, bool) {
+			if k == tokenVar {
+				return tok, true
+			}
+			return os.LookupEnv(k)
+		}
+	}
+	company, err := load()
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	h, err := hub.New(ctx, hub.Options{
+		Company: company,
+		Env:     env,
+		Logger:  log,
+		Reload:  load,
+		FirstParty: []hub.FirstParty{{
+			Name: "builtins",
+			New: func(t servers.Trust, d hub.Deps) *mcp.Server {
+				return agent.NewBuiltinServer(d.Directory, t, d.Logger)
+			},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	if err := os.WriteFile(filepath.Join(*dataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	log.Info("hub_listening", "addr", addr, "mcp_url", "http://"+addr+"/operator/mcp", "data_dir", *dataDir)
+	fmt.Printf("Crewlet hub %s listening on %s\n", hub.Version, addr)
+	if tokenNote != "" {
+		fmt.Printf("  operator token: %s (send it as Authorization: Bearer <token>)\n", tokenNote)
+	}
+	// Printed last: scripts wait for this line.
+	fmt.Printf("  MCP endpoint: http://%s/operator/mcp\n", addr)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			if err := h.Reload(); err != nil {
+				log.Error("config_reload_failed", "error", err.Error())
+			}
+		case err := <-served:
+			return err
+		case <-ctx.Done():
+			log.Info("hub_stopping")
+			shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// Open sessions hold long-lived streams: close them first so
+			// Shutdown does not wait on them.
+			h.Close()
+			if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		}
+	}
+}
+
+// defaultToken returns the operator token of the embedded company: the
+// environment's if set, else the one kept in the data directory, else a new
+// one written there readable by the owner only. It says where the token is,
+// never the token itself.
+func defaultToken(dir string) (token, where string, err error) {
+	if v, ok := os.LookupEnv(tokenVar); ok && strings.TrimSpace(v) != "" {
+		return v, "from $" + tokenVar, nil
+	}
+	path := filepath.Join(dir, "operator-token")
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b)), path, nil
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", err
+	}
+	token = "crw_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("write operator token: %w", err)
+	}
+	return token, path, nil
+}

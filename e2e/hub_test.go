@@ -1,0 +1,164 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildOut  []byte
+)
+
+// crewletBinary builds the hub once per test binary run: the e2e suites test
+// the program a user runs, not the packages behind it.
+func crewletBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "crewlet-e2e-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "crewlet")
+		cmd := exec.Command("go", "build", "-o", binPath, "../cmd/crewlet")
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("go build ./cmd/crewlet: %v\n%s", buildErr, buildOut)
+	}
+	return binPath
+}
+
+// hubProc is a running hub binary.
+type hubProc struct {
+	cmd     *exec.Cmd
+	dataDir string
+	addr    string
+	token   string // the generated operator token, when running the default company
+	stdout  []string
+	stderr  *os.File
+}
+
+func (h *hubProc) mcpURL() string  { return "http://" + h.addr + "/operator/mcp" }
+func (h *hubProc) baseURL() string { return "http://" + h.addr }
+
+// startHub runs `crewlet serve` on a free port in a fresh data directory and
+// waits until it answers. extra args and env are added to the command.
+func startHub(t testing.TB, env []string, args ...string) *hubProc {
+	t.Helper()
+	dir := t.TempDir()
+	h := &hubProc{dataDir: dir}
+	stderr, err := os.Create(filepath.Join(dir, "stderr.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.stderr = stderr
+	all := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir}, args...)
+	cmd := exec.Command(crewletBinary(t), all...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h.cmd = cmd
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	t.Cleanup(func() { h.stop(t) })
+
+	deadline := time.After(20 * time.Second)
+	for h.addr == "" {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("hub exited before listening; stderr:\n%s", h.logs())
+			}
+			h.stdout = append(h.stdout, line)
+			if strings.Contains(line, "MCP endpoint:") {
+				b, err := os.ReadFile(filepath.Join(dir, "listen-addr"))
+				if err != nil {
+					t.Fatalf("listen-addr: %v", err)
+				}
+				h.addr = strings.TrimSpace(string(b))
+			}
+		case <-deadline:
+			t.Fatalf("hub did not start in 20s; stdout %q; stderr:\n%s", h.stdout, h.logs())
+		}
+	}
+	// Keep draining stdout so the hub never blocks on a full pipe.
+	go func() {
+		for range lines {
+		}
+	}()
+	if b, err := os.ReadFile(filepath.Join(dir, "operator-token")); err == nil {
+		h.token = strings.TrimSpace(string(b))
+	}
+	resp, err := http.Get(h.baseURL() + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	return h
+}
+
+func (h *hubProc) logs() string {
+	b, _ := os.ReadFile(h.stderr.Name())
+	return string(b)
+}
+
+// stop ends the hub with SIGTERM, as an operator would, and checks that it
+// shut down cleanly and in time.
+func (h *hubProc) stop(t testing.TB) {
+	if h.cmd.ProcessState != nil {
+		return
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- h.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("hub exited uncleanly after SIGTERM: %v\nstderr:\n%s", err, h.logs())
+		}
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		t.Errorf("hub did not stop within 15s of SIGTERM")
+	}
+	h.stderr.Close()
+}
+
+func (h *hubProc) signal(t testing.TB, sig syscall.Signal) {
+	t.Helper()
+	if err := h.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

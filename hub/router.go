@@ -1,0 +1,154 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/sanitize"
+	"github.com/crewlet/hub/servers"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Router decides and routes tool calls.
+type Router struct {
+	company *Catalogue
+	// seats lists every seat's own catalogue, so a tool held by another seat
+	// is told apart from a name nothing registered.
+	seats func() []*Catalogue
+	clean *sanitize.Sanitizer
+	log   *slog.Logger
+}
+
+// Call decides a call against what reg offers, runs it and sanitises the
+// answer. It always answers a result: a refusal is a failed result carrying a
+// class (REF-1), never a protocol error.
+func (r *Router) Call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult {
+	res, _ := r.call(ctx, reg, caller, name, args)
+	return res
+}
+
+// CallForPerson is Call on a person's surface: failures that carry no class
+// are answered as internal_error (REF-6).
+func (r *Router) CallForPerson(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult {
+	res, src := r.call(ctx, reg, caller, name, args)
+	return forPerson(ctx, r.log, src, res)
+}
+
+func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) (*mcp.CallToolResult, Source) {
+	start := time.Now()
+	e, ok := reg.Resolve(name)
+	if !ok {
+		// REF-5: decided before any tool runs.
+		if r.registered(name) {
+			return r.refuse(ctx, name, caller, authority.Refuse(authority.Forbidden,
+				"The tool %q exists but is not offered to you here; ask an administrator if you need it.", name)), ""
+		}
+		return r.refuse(ctx, name, caller, authority.Refuse(authority.NotFound,
+			"No tool called %q is registered; list the tools to see what there is.", name)), ""
+	}
+	res, err := e.backend.Call(ctx, caller, e.upstream, args)
+	if down, ok := asDown(err); ok {
+		r.log.InfoContext(ctx, "tool_refused_server_down", "tool", name, "server", down.Server, "cause", down.Cause, "in_flight", down.InFlight)
+		return r.refuse(ctx, name, caller, downRefusal(down, e.Hints)), e.Source
+	}
+	if err != nil {
+		// The engine's words, never the transport's: the cause is logged.
+		r.log.WarnContext(ctx, "tool_call_failed", "tool", name, "source", string(e.Source), "seat", caller.Seat, "error", err.Error())
+		return r.refuse(ctx, name, caller, authority.Refuse(authority.Unavailable,
+			"The server behind %q could not take the call right now; nothing came back from it. Retry shortly.", name)), e.Source
+	}
+	res = withoutProtocolMeta(res)
+	clean, err := r.clean.Result(res)
+	if err != nil {
+		// OUT-1: binary posing as text is rejected with a sentence, never
+		// repaired or cut. It is the server's failure, so it carries no class.
+		r.log.WarnContext(ctx, "tool_result_rejected", "tool", name, "source", string(e.Source), "reason", err.Error())
+		clean = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+	}
+	class, _ := servers.ClassOf(clean)
+	r.log.DebugContext(ctx, "tool_called", "tool", name, "source", string(e.Source), "seat", caller.Seat,
+		"is_error", clean.IsError, "class", string(class), "ms", time.Since(start).Milliseconds())
+	return clean, e.Source
+}
+
+// registered reports whether any registry the hub holds has the name.
+func (r *Router) registered(name string) bool {
+	if _, ok := r.company.Get(name); ok {
+		return true
+	}
+	if r.seats != nil {
+		for _, c := range r.seats() {
+			if _, ok := c.Get(name); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Router) refuse(ctx context.Context, tool string, caller authority.Caller, ref *authority.Refusal) *mcp.CallToolResult {
+	r.log.DebugContext(ctx, "tool_refused", "tool", tool, "seat", caller.Seat, "class", string(ref.Class))
+	return servers.Refused(ref)
+}
+
+// forPerson readies a result for a person's surface (REF-6): a failure that
+// carries no class is answered as internal_error, since neither a server's
+// own failure nor an unclassed first-party one has a remedy the caller can
+// apply. A first-party tool's unclassed text is replaced by the fixed
+// sentence; a third-party server's prose is its own and is kept.
+func forPerson(ctx context.Context, log *slog.Logger, src Source, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if !res.IsError {
+		return res
+	}
+	if _, ok := servers.ClassOf(res); ok {
+		return res
+	}
+	if src == SourceBuiltin {
+		log.ErrorContext(ctx, "builtin_failed_unclassed", "detail", textOf(res))
+		return servers.Refused(authority.Internal())
+	}
+	out := *res
+	out.Meta = mcp.Meta{}
+	for k, v := range res.Meta {
+		out.Meta[k] = v
+	}
+	out.Meta[servers.MetaRefusal] = string(authority.InternalError)
+	return &out
+}
+
+func textOf(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return ""
+}
+
+// withoutProtocolMeta drops the metadata keys the protocol reserves
+// (io.modelcontextprotocol/...): they describe the hop the result arrived
+// on, such as the inner server's identity, and the hub's own front sets its
+// own for the hop to the caller.
+func withoutProtocolMeta(res *mcp.CallToolResult) *mcp.CallToolResult {
+	reserved := false
+	for k := range res.Meta {
+		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			reserved = true
+		}
+	}
+	if !reserved {
+		return res
+	}
+	out := *res
+	out.Meta = mcp.Meta{}
+	for k, v := range res.Meta {
+		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			out.Meta[k] = v
+		}
+	}
+	return &out
+}

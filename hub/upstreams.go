@@ -1,0 +1,301 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// upstreams keeps the company's shared third-party servers: one supervised
+// instance per declared server, reconciled on every apply.
+type upstreams struct {
+	h  *Hub
+	mu sync.Mutex
+	// running by server name; a server held back for a credential has an
+	// entry with no instance.
+	byName map[string]*upstreamServer
+}
+
+type upstreamServer struct {
+	decl     config.MCPServer
+	resolved upstream.Resolved
+	inst     *upstream.Instance
+	hold     *upstream.Hold
+}
+
+// declaredOf turns a company entry into what resolution reads.
+func declaredOf(s config.MCPServer) upstream.Declared {
+	return upstream.Declared{
+		Name: s.Name, Transport: s.EffectiveTransport(), Command: s.Command, Args: s.Args,
+		URL: s.URL, Shared: s.IsShared(), Env: s.Env, Headers: s.Headers,
+		OptionalKeys: s.OptionalKeys, ToolPrefix: s.ToolPrefix,
+	}
+}
+
+// reconcile makes the running set match a revision (CFG-7): a server whose
+// resolved spec did not change is left alone (and retried at once if it is
+// down, MCP-9); an added, re-pointed or re-credentialed one starts or
+// restarts; a removed one stops; one whose credential stopped resolving is
+// retired (CFG-8). A server that will not start costs only its own tools.
+func (u *upstreams) reconcile(c *config.Company) {
+	log := u.h.log
+	type plan struct {
+		decl     config.MCPServer
+		resolved upstream.Resolved
+	}
+	var starts []plan
+	var stops []*upstreamServer
+	u.mu.Lock()
+	want := map[string]bool{}
+	for _, decl := range c.MCPServers {
+		if !decl.IsShared() {
+			continue
+		}
+		want[decl.Name] = true
+		resolved, hold := upstream.Resolve(declaredOf(decl), nil, upstream.Lookup(u.h.opts.Env), nil)
+		cur := u.byName[decl.Name]
+		if hold != nil {
+			if cur != nil && cur.inst != nil {
+				log.Warn("mcp_server_retired", "server", decl.Name, "variable", hold.Variable, "reason", hold.Sentence)
+				stops = append(stops, cur)
+			}
+			log.Error("mcp_server_credential_missing", "server", decl.Name, "variable", hold.Variable, "reason", hold.Sentence)
+			u.byName[decl.Name] = &upstreamServer{decl: decl, hold: hold}
+			continue
+		}
+		if cur != nil && cur.inst != nil && cur.resolved.Digest == resolved.Digest && sameDecl(cur.decl, decl) {
+			cur.decl = decl
+			if cur.inst.Status().State == upstream.StateDown {
+				cur.inst.Retry()
+			}
+			continue
+		}
+		if cur != nil && cur.inst != nil {
+			stops = append(stops, cur)
+		}
+		delete(u.byName, decl.Name)
+		starts = append(starts, plan{decl, resolved})
+	}
+	for name, cur := range u.byName {
+		if !want[name] {
+			stops = append(stops, cur)
+			delete(u.byName, name)
+		}
+	}
+	u.mu.Unlock()
+
+	// Stop before start, and outside the lock: Close waits for the
+	// instance's goroutine, which may be filing its tools.
+	for _, s := range stops {
+		if s.inst != nil {
+			_ = s.inst.Close()
+		}
+		u.h.company.RemoveSource(SourceMCP(s.decl.Name))
+	}
+	if len(stops) > 0 {
+		u.h.front.syncTools()
+	}
+
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, p := range starts {
+		u.byName[p.decl.Name] = u.start(p.decl, p.resolved)
+	}
+}
+
+// sameDecl compares what the running instance was built from beyond its
+// resolved spec: the prefix and overrides only change the catalogue, so a
+// change refiles without a restart.
+func sameDecl(a, b config.MCPServer) bool {
+	return a.ToolPrefix == b.ToolPrefix && a.StartupTimeoutSeconds == b.StartupTimeoutSeconds
+}
+
+// start launches a server; the caller holds u.mu and files the result.
+func (u *upstreams) start(decl config.MCPServer, resolved upstream.Resolved) *upstreamServer {
+	s := &upstreamServer{decl: decl, resolved: resolved}
+	dir, _ := os.Getwd()
+	timeout := time.Duration(decl.StartupTimeoutSeconds) * time.Second
+	if len(resolved.EmptyKeys) > 0 {
+		u.h.log.Warn("empty_env_vars", "server", decl.Name, "keys", resolved.EmptyKeys)
+	}
+	s.inst = upstream.Start(upstream.Options{
+		Spec:         resolved,
+		Dir:          dir,
+		StartTimeout: timeout,
+		Logger:       u.h.log.With("component", "upstream"),
+		OnTools:      func(tools []upstream.Tool) { u.refile(s, tools) },
+	})
+	return s
+}
+
+// refile files a server's listed tools in the company catalogue: its source,
+// prefix, hints read from the raw annotations with the operator's overrides
+// on top (CAT-9), and refuses the whole list if a name collides (CAT-12).
+func (u *upstreams) refile(s *upstreamServer, tools []upstream.Tool) {
+	u.mu.Lock()
+	current := u.byName[s.decl.Name] == s
+	decl := s.decl
+	u.mu.Unlock()
+	if !current {
+		// A revision replaced this instance while it was starting.
+		return
+	}
+	name := decl.Name
+	overrides, _ := annotationOverrides(decl.ToolAnnotations)
+	listed := map[string]bool{}
+	src := SourceMCP(name)
+	backend := &upstreamBackend{server: name, inst: func() *upstream.Instance {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if s := u.byName[name]; s != nil {
+			return s.inst
+		}
+		return nil
+	}}
+	entries := make([]Entry, 0, len(tools))
+	for _, t := range tools {
+		listed[t.Def.Name] = true
+		e, err := entryFromTool(t.Def, src, decl.ToolPrefix, backend)
+		if err != nil {
+			u.h.log.Error("mcp_server_failed", "server", name, "reason", err.Error())
+			return
+		}
+		// The raw annotations, not the SDK's decoded booleans: an absent
+		// hint is unknown (CAT-7).
+		e.Hints = servers.HintsFromAnnotations(t.Annotations).Override(overrides[t.Def.Name])
+		// Where an MCP tool delivers is a declaration about its server;
+		// until the company declares one, it is unknown, which the fence
+		// reads as a possible delivery.
+		e.Delivers = ""
+		entries = append(entries, e)
+	}
+	var unlisted []string
+	for tool := range overrides {
+		if !listed[tool] {
+			unlisted = append(unlisted, tool)
+		}
+	}
+	sort.Strings(unlisted)
+	u.h.log.Info("tools_discovered", "server", name, "tools", len(entries), "unlisted_annotations", unlisted)
+	if err := u.h.company.Replace(src, entries); err != nil {
+		u.h.log.Error("mcp_server_failed", "server", name, "reason", err.Error())
+		return
+	}
+	u.h.front.syncTools()
+}
+
+// annotationOverrides reads tool_annotations in either spelling.
+func annotationOverrides(m map[string]map[string]bool) (map[string]servers.Hints, error) {
+	out := map[string]servers.Hints{}
+	for tool, keys := range m {
+		var h servers.Hints
+		for k, v := range keys {
+			switch k {
+			case "read_only", "readOnlyHint":
+				h.ReadOnly = servers.Of(v)
+			case "destructive", "destructiveHint":
+				h.Destructive = servers.Of(v)
+			case "idempotent", "idempotentHint":
+				h.Idempotent = servers.Of(v)
+			case "open_world", "openWorldHint":
+				h.OpenWorld = servers.Of(v)
+			default:
+				return nil, fmt.Errorf("tool_annotations.%s: %q is not a hint", tool, k)
+			}
+		}
+		out[tool] = h
+	}
+	return out, nil
+}
+
+// closeAll stops every instance.
+func (u *upstreams) closeAll() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range u.byName {
+		if s.inst != nil {
+			_ = s.inst.Close()
+		}
+	}
+}
+
+// awaitStarted waits until no instance is still in its first start, or ctx
+// ends. Later arrivals file their tools when they come up.
+func (u *upstreams) awaitStarted(ctx context.Context) {
+	for {
+		starting := false
+		u.mu.Lock()
+		for _, s := range u.byName {
+			if s.inst != nil && s.inst.Status().State == upstream.StateStarting {
+				starting = true
+			}
+		}
+		u.mu.Unlock()
+		if !starting {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// upstreamBackend routes calls to a server's current instance.
+type upstreamBackend struct {
+	server string
+	inst   func() *upstream.Instance
+}
+
+func (b *upstreamBackend) Call(ctx context.Context, _ authority.Caller, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	inst := b.inst()
+	if inst == nil {
+		return nil, &upstream.DownError{Server: b.server, Cause: "it is no longer running on this node"}
+	}
+	return inst.Call(ctx, tool, args)
+}
+
+// downRefusal says, in the engine's words, that a server is down (MCP-6):
+// which server, what took it down, when the next restart is, and, for a call
+// that was in flight on a tool not known to be read-only, that it may have
+// taken effect.
+func downRefusal(e *upstream.DownError, hints servers.Hints) *authority.Refusal {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The MCP server %q is not running: %s.", e.Server, e.Cause)
+	switch {
+	case e.NextRestart.IsZero():
+		b.WriteString(" No restart is scheduled.")
+	case time.Until(e.NextRestart) <= time.Second:
+		b.WriteString(" It is being restarted now; try again in a moment.")
+	default:
+		fmt.Fprintf(&b, " Its next restart is in %s.", time.Until(e.NextRestart).Round(time.Second))
+	}
+	mayHave := e.InFlight && hints.ReadOnly != servers.Yes
+	if mayHave {
+		b.WriteString(" The call had been sent and no answer came back, so it may have taken effect: check before repeating it.")
+	}
+	r := authority.Refuse(authority.Unavailable, "%s", b.String()).WithData("server", e.Server)
+	if mayHave {
+		r = r.WithData("may_have_taken_effect", true)
+	}
+	return r
+}
+
+func asDown(err error) (*upstream.DownError, bool) {
+	var d *upstream.DownError
+	ok := errors.As(err, &d)
+	return d, ok
+}
