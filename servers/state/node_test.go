@@ -1,0 +1,560 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WR-1, WR-3: a write answers applied with its position, and the very next
+// read on this node sees it.
+func TestWriteThenRead(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	a, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: "k1", Value: "hello"}))
+	if err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if a.Outcome != Applied || a.Position != 1 || !a.OpID.Valid() {
+		t.Fatalf("answer %+v, want applied at 1 with an op_id", a)
+	}
+	if n.Position() < a.Position {
+		t.Fatalf("projection at %d, write at %d", n.Position(), a.Position)
+	}
+	if v, writes, ok := readNote(t, n, "k1"); !ok || v != "hello" || writes != 1 {
+		t.Fatalf("read %q (%d writes, found %v)", v, writes, ok)
+	}
+	var res map[string]any
+	if err := json.Unmarshal(a.Result, &res); err != nil || res["key"] != "k1" || res["by"] != "ada" {
+		t.Fatalf("result %s (%v)", a.Result, err)
+	}
+}
+
+// WR-5: the same operation sent twice lands once and answers the same.
+func TestSameOperationLandsOnce(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	op := noteOp("write_note", notePayload{Key: "k", Value: "v"})
+	op.ID = NewOpID(op.Tool, op.Args)
+	first, err := n.Write(context.Background(), op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := n.Write(context.Background(), op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Outcome != again.Outcome || first.Position != again.Position || first.OpID != again.OpID || string(first.Result) != string(again.Result) {
+		t.Fatalf("first %+v, again %+v", first, again)
+	}
+	if got := logMsgs(t, n); got != 1 {
+		t.Fatalf("the log holds %d entries, want 1", got)
+	}
+	if _, writes, _ := readNote(t, n, "k"); writes != 1 {
+		t.Fatalf("%d effects, want 1", writes)
+	}
+
+	// Arguments spelled differently (key order, whitespace) are the same call.
+	op.Args = json.RawMessage(`{ "value":"v",  "key":"k" }`)
+	if a, err := n.Write(context.Background(), op); err != nil || a.Position != first.Position {
+		t.Fatalf("respelled arguments: %+v, %v", a, err)
+	}
+
+	// A seat's call derived from its turn is the same operation on re-run.
+	t0 := time.Now()
+	d1 := DeriveOpID("turn-7", t0, "write_note", json.RawMessage(`{"key":"d","value":"1"}`))
+	d2 := DeriveOpID("turn-7", t0, "write_note", json.RawMessage(`{"value":"1","key":"d"}`))
+	if d1 != d2 || !d1.Matches("write_note", json.RawMessage(`{"key":"d","value":"1"}`)) {
+		t.Fatalf("derived ids %s, %s", d1, d2)
+	}
+	if DeriveOpID("turn-8", t0, "write_note", json.RawMessage(`{"key":"d","value":"1"}`)) == d1 {
+		t.Fatal("another turn derived the same op_id")
+	}
+}
+
+// OPS-5: an op_id brought back with other arguments or to another tool is
+// refused invalid, and nothing reaches the log. WR-5: a reworded call is a
+// new operation.
+func TestOpIDBoundToItsCall(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	op := noteOp("write_note", notePayload{Key: "k", Value: "v"})
+	a, err := n.Write(context.Background(), op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := logMsgs(t, n)
+
+	other := noteOp("write_note", notePayload{Key: "k", Value: "other"})
+	other.ID = a.OpID
+	_, err = n.Write(context.Background(), other)
+	r := asRefusal(t, err, authority.Invalid)
+	mustContain(t, r.Sentence, string(a.OpID), "nothing was written")
+
+	tool := noteOp("erase_note", notePayload{Key: "k", Value: "v"})
+	tool.ID = a.OpID
+	_, err = n.Write(context.Background(), tool)
+	asRefusal(t, err, authority.Invalid)
+
+	junk := op
+	junk.ID = "op_not-an-id"
+	_, err = n.Write(context.Background(), junk)
+	asRefusal(t, err, authority.Invalid)
+
+	// An op_id never answered, minted for another call, is refused too: the
+	// digest alone says it is not this call's.
+	fresh := noteOp("write_note", notePayload{Key: "z"})
+	fresh.ID = NewOpID("write_note", json.RawMessage(`{"key":"y"}`))
+	_, err = n.Write(context.Background(), fresh)
+	asRefusal(t, err, authority.Invalid)
+
+	if after := logMsgs(t, n); after != before {
+		t.Fatalf("log grew from %d to %d entries on refused calls", before, after)
+	}
+
+	// Reworded, without the op_id: a new operation.
+	re, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: "k", Value: "other"}))
+	if err != nil || re.OpID == a.OpID || re.Position == a.Position {
+		t.Fatalf("reworded call answered %+v (%v)", re, err)
+	}
+	if v, writes, _ := readNote(t, n, "k"); v != "other" || writes != 2 {
+		t.Fatalf("after the reworded call: %q, %d writes", v, writes)
+	}
+}
+
+// WR-2: an acknowledgement lost after the append landed answers unknown
+// without a position; the same call again answers applied, and the
+// operation had one effect and one ledger row.
+func TestLostAcknowledgement(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		stripIDs bool // past JetStream's duplicate window: only the ledger dedupes
+		// entries: with the log's dedupe, exactly one. Without it, the
+		// repeat itself appends again if it comes before this node's
+		// projection applied the first entry, and the test adds one more.
+		entries uint64
+	}{
+		{"within the log's duplicate window", false, 1},
+		{"past the log's duplicate window", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, f := openFaulty(t, t.TempDir())
+			f.set(func(f *faultLog) { f.dropAcks, f.stripIDs = 1, tc.stripIDs })
+			op := noteOp("write_note", notePayload{Key: "lost", Value: "v"})
+			op.ID = NewOpID(op.Tool, op.Args)
+
+			a, err := n.Write(context.Background(), op)
+			r := asRefusal(t, err, authority.Unavailable)
+			if a.Outcome != Unknown || a.Position != 0 || a.Result != nil || a.OpID != op.ID {
+				t.Fatalf("answer %+v, want unknown with no position", a)
+			}
+			mustContain(t, r.Sentence, "may or may not have landed", string(op.ID), "exactly the same arguments", "only once")
+			if r.Data["op_id"] != string(op.ID) || r.Data["outcome"] != "unknown" {
+				t.Fatalf("refusal data %v", r.Data)
+			}
+
+			again, err := n.Write(context.Background(), op)
+			if err != nil || again.Outcome != Applied || again.Position != 1 {
+				t.Fatalf("repeat answered %+v, %v", again, err)
+			}
+			if _, writes, _ := readNote(t, n, "lost"); writes != 1 {
+				t.Fatalf("%d effects, want 1", writes)
+			}
+			if rows := ledgerRows(t, n); rows != 1 {
+				t.Fatalf("%d ledger rows, want 1", rows)
+			}
+			if tc.stripIDs {
+				// Another node retries the same operation without this
+				// node's ledger to ask, after the log forgot the op_id: the
+				// entry lands a second time and the projection passes over
+				// it.
+				op.At = time.Now()
+				data, err := encodeRecord(op)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pos, err := f.Log.Append(context.Background(), []Message{{Data: data}})
+				if err != nil || pos[0] < 2 {
+					t.Fatalf("duplicate entry: %v %v", pos, err)
+				}
+				if err := n.WaitFor(context.Background(), pos[0]); err != nil {
+					t.Fatal(err)
+				}
+				if _, writes, _ := readNote(t, n, "lost"); writes != 1 {
+					t.Fatalf("%d effects after the duplicate entry, want 1", writes)
+				}
+				if got, ok := n.Vouches(op.ID); !ok || got.Position != 1 || ledgerRows(t, n) != 1 {
+					t.Fatalf("ledger after the duplicate entry: %+v %v", got, ok)
+				}
+			}
+			if got := logMsgs(t, n); got < tc.entries {
+				t.Fatalf("log holds %d entries, want at least %d", got, tc.entries)
+			} else if !tc.stripIDs && got != tc.entries {
+				t.Fatalf("log holds %d entries, want %d", got, tc.entries)
+			}
+		})
+	}
+}
+
+// A refused append writes nothing and says so; an append whose fate is
+// unknown (even one that did not land) is answered unknown and a repeat
+// lands once.
+func TestRefusedAppend(t *testing.T) {
+	n, f := openFaulty(t, t.TempDir())
+	f.set(func(f *faultLog) { f.refuse = true })
+	a, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: "r", Value: "v"}))
+	r := asRefusal(t, err, authority.Unavailable)
+	mustContain(t, r.Sentence, "Nothing was written", string(a.OpID))
+	if a.Outcome == Applied || a.Outcome == Pending || a.Position != 0 {
+		t.Fatalf("answer %+v", a)
+	}
+	if _, _, found := readNote(t, n, "r"); found || logMsgs(t, n) != 0 || ledgerRows(t, n) != 0 {
+		t.Fatal("a refused append left something behind")
+	}
+
+	// The log itself closed underneath the node: appends are refused.
+	f.set(func(f *faultLog) { f.refuse = false })
+	if err := jsOf(n).Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.Write(context.Background(), noteOp("write_note", notePayload{Key: "r2", Value: "v"}))
+	asRefusal(t, err, authority.Unavailable)
+	if _, _, found := readNote(t, n, "r2"); found {
+		t.Fatal("applied after the log closed")
+	}
+}
+
+// A caller already gone before the append is refused with nothing written;
+// the same call afterwards lands once.
+func TestContextEndedBeforeAppend(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	op := noteOp("write_note", notePayload{Key: "c", Value: "v"})
+	op.ID = NewOpID(op.Tool, op.Args)
+	a, err := n.Write(ctx, op)
+	asRefusal(t, err, authority.Unavailable)
+	if a.Position != 0 || a.Outcome != "" || logMsgs(t, n) != 0 {
+		t.Fatalf("answer %+v, log %d", a, logMsgs(t, n))
+	}
+	again, err := n.Write(context.Background(), op)
+	if err != nil || again.Outcome != Applied {
+		t.Fatalf("repeat: %+v %v", again, err)
+	}
+	if _, writes, _ := readNote(t, n, "c"); writes != 1 {
+		t.Fatalf("%d effects", writes)
+	}
+}
+
+// A projector's refusal, error or panic becomes the operation's answer,
+// its writes are thrown away, and the operations after it still apply.
+func TestProjectorFailureRecorded(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := context.Background()
+
+	refused := noteOp("write_note", notePayload{Key: "bad", Value: "x", Refuse: true})
+	a, err := n.Write(ctx, refused)
+	r := asRefusal(t, err, authority.Invalid)
+	mustContain(t, r.Sentence, "refused on purpose")
+	if a.Outcome != Applied || a.Position == 0 || a.Refusal == nil {
+		t.Fatalf("answer %+v: the refusal is what the operation landed as", a)
+	}
+	if _, _, found := readNote(t, n, "bad"); found {
+		t.Fatal("a refused operation's writes were committed")
+	}
+	// Asked again, it answers the same refusal without a new entry.
+	refused.ID = a.OpID
+	before := logMsgs(t, n)
+	_, err2 := n.Write(ctx, refused)
+	if r2 := asRefusal(t, err2, authority.Invalid); r2.Sentence != r.Sentence || logMsgs(t, n) != before {
+		t.Fatalf("repeat answered %v", err2)
+	}
+
+	for _, pl := range []notePayload{
+		{Key: "panics", Panic: true},
+		{Key: "fails", Fail: true},
+		{Key: "reserved", Reserved: true},
+	} {
+		_, err := n.Write(ctx, noteOp("write_note", pl))
+		r := asRefusal(t, err, authority.InternalError)
+		if r.Sentence != authority.InternalErrorSentence {
+			t.Fatalf("%s: sentence %q", pl.Key, r.Sentence)
+		}
+		if _, _, found := readNote(t, n, pl.Key); found {
+			t.Fatalf("%s: writes were committed", pl.Key)
+		}
+	}
+
+	ok, err := n.Write(ctx, noteOp("write_note", notePayload{Key: "after", Value: "fine"}))
+	if err != nil || ok.Outcome != Applied {
+		t.Fatalf("the log is wedged: %+v %v", ok, err)
+	}
+	if v, _, _ := readNote(t, n, "after"); v != "fine" {
+		t.Fatalf("read %q", v)
+	}
+}
+
+// A write the projection has not reached within ProjectionWait answers
+// pending with the position it is durable at; the ledger later vouches for
+// it as applied.
+func TestPendingWhenProjectionLags(t *testing.T) {
+	gate := make(chan struct{})
+	n := openNode(t, t.TempDir(), func(o *Options) {
+		o.Projectors = []Projector{notes{gate: gate}}
+		o.ProjectionWait = 50 * time.Millisecond
+	})
+	a, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: "slow", Value: "v"}))
+	if err != nil || a.Outcome != Pending || a.Position != 1 {
+		t.Fatalf("answer %+v, %v; want pending at 1", a, err)
+	}
+	close(gate)
+	if err := n.WaitFor(context.Background(), a.Position); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := n.Vouches(a.OpID)
+	if !ok || got.Outcome != Applied || got.Position != 1 {
+		t.Fatalf("Vouches: %+v %v", got, ok)
+	}
+}
+
+// WR-4: once the log has lost history, the ledger cannot vouch for an
+// operation minted before the loss; writing it again publishes nothing and
+// says the node cannot tell.
+func TestLedgerCannotVouchPastItsHorizon(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, dir)
+	ctx := context.Background()
+	old := noteOp("write_note", notePayload{Key: "old", Value: "v"})
+	old.ID = NewOpID(old.Tool, old.Args)
+	if _, err := n.Write(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := n.Write(ctx, noteOp("write_note", notePayload{Key: "k2", Value: "v"})); err != nil {
+		t.Fatal(err)
+	}
+	// Minted before the loss, never written.
+	never := noteOp("write_note", notePayload{Key: "never", Value: "v"})
+	never.ID = NewOpID(never.Tool, never.Args)
+	time.Sleep(5 * time.Millisecond)
+	last, err := n.Write(ctx, noteOp("write_note", notePayload{Key: "k3", Value: "v"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The log loses its first two entries; the projection is rebuilt from
+	// what is left.
+	if err := jsOf(n).stream.Purge(ctx, jetstream.WithPurgeSequence(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "projection")); err != nil {
+		t.Fatal(err)
+	}
+	n = openNode(t, dir)
+	if n.Position() != last.Position {
+		t.Fatalf("rebuilt to %d, want %d", n.Position(), last.Position)
+	}
+	if _, ok := n.Vouches(old.ID); ok {
+		t.Fatal("the ledger vouches for an operation from the lost part of the log")
+	}
+	if a, ok := n.Vouches(last.OpID); !ok || a.Outcome != Applied {
+		t.Fatalf("Vouches(last) = %+v, %v", a, ok)
+	}
+	if a, ok := n.Vouches(NewOpID("t", nil)); !ok || a.Outcome != "" {
+		t.Fatalf("a fresh op_id: %+v, %v; want vouched as not landed", a, ok)
+	}
+	before := logMsgs(t, n)
+	a, err := n.Write(ctx, never)
+	r := asRefusal(t, err, authority.Unavailable)
+	mustContain(t, r.Sentence, "cannot tell", string(never.ID), "Look")
+	if a.Outcome != Unknown || a.Position != 0 || logMsgs(t, n) != before {
+		t.Fatalf("answer %+v; log %d→%d", a, before, logMsgs(t, n))
+	}
+}
+
+// Deleting the projection rebuilds it from the log: same data, same
+// position, same ledger answers.
+func TestProjectionRebuildsFromLog(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, dir)
+	var answers []Answer
+	for i := range 50 {
+		a, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: "k" + string(rune('a'+i%26)), Value: "v"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answers = append(answers, a)
+	}
+	pos := n.Position()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "projection")); err != nil {
+		t.Fatal(err)
+	}
+	n = openNode(t, dir)
+	if n.Position() != pos {
+		t.Fatalf("rebuilt to %d, want %d", n.Position(), pos)
+	}
+	for _, a := range answers {
+		got, ok := n.Vouches(a.OpID)
+		if !ok || got.Position != a.Position || string(got.Result) != string(a.Result) {
+			t.Fatalf("after rebuild %s answers %+v, before %+v", a.OpID, got, a)
+		}
+	}
+	if _, writes, _ := readNote(t, n, "ka"); writes != 2 {
+		t.Fatalf("ka written %d times, want 2", writes)
+	}
+}
+
+// Concurrent writers all land, each once, in one total order.
+func TestConcurrentWriters(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	var wg sync.WaitGroup
+	seen := make(chan uint64, 400)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				a, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: string(rune('A'+w)) + string(rune('a'+i%26)) + string(rune('0'+i/26)), Value: "v"}))
+				if err != nil || a.Outcome != Applied {
+					t.Errorf("write: %+v %v", a, err)
+					return
+				}
+				seen <- a.Position
+			}
+		})
+	}
+	wg.Wait()
+	close(seen)
+	positions := map[uint64]bool{}
+	for p := range seen {
+		if positions[p] {
+			t.Fatalf("position %d answered twice", p)
+		}
+		positions[p] = true
+	}
+	if len(positions) != 400 || n.Position() != 400 || ledgerRows(t, n) != 400 {
+		t.Fatalf("%d positions, projection at %d, %d ledger rows", len(positions), n.Position(), ledgerRows(t, n))
+	}
+}
+
+// Close twice; calls after Close are refused unavailable; nothing leaks
+// (TestMain checks goroutines).
+func TestCloseTwice(t *testing.T) {
+	n, err := Open(context.Background(), Options{Projectors: []Projector{notes{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := n.opts.Dir
+	if _, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: "k", Value: "v"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.Write(context.Background(), noteOp("write_note", notePayload{Key: "k", Value: "v"}))
+	asRefusal(t, err, authority.Unavailable)
+	asRefusal(t, n.View(func(r pebbleReader) error { return nil }), authority.Unavailable)
+	if _, ok := n.Vouches(NewOpID("t", nil)); ok {
+		t.Fatal("a closed node vouches")
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the ephemeral directory is still there: %v", err)
+	}
+}
+
+// A write in flight when the node closes gets an answer, not a hang.
+func TestCloseDuringWrites(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				a, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: "x", Value: "v"}))
+				if err != nil {
+					if a.Outcome == Applied && a.Refusal == nil {
+						t.Errorf("applied with an error: %v", err)
+					}
+					return
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+}
+
+// Reads classify failures: a refusal passes through, anything else is the
+// node's own fault.
+func TestViewClassifiesErrors(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	nf := authority.Refuse(authority.NotFound, "no such note")
+	if err := n.View(func(pebbleReader) error { return nf }); !errors.Is(err, authority.ErrNotFound) {
+		t.Fatalf("refusal became %v", err)
+	}
+	err := n.View(func(pebbleReader) error { return errors.New("disk on fire") })
+	if r := asRefusal(t, err, authority.InternalError); r.Sentence != authority.InternalErrorSentence {
+		t.Fatalf("sentence %q", r.Sentence)
+	}
+}
+
+// Writes of a kind no projector applies are the node's own fault.
+func TestUnknownKind(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	op := noteOp("write_note", notePayload{Key: "k"})
+	op.Kind = "nobody"
+	_, err := n.Write(context.Background(), op)
+	asRefusal(t, err, authority.InternalError)
+	if logMsgs(t, n) != 0 {
+		t.Fatal("appended an operation nobody can apply")
+	}
+}
+
+// A projection that is ahead of its log is refused at Open rather than
+// silently rebuilt smaller.
+func TestProjectionAheadOfLog(t *testing.T) {
+	dir := t.TempDir()
+	n := openNode(t, dir)
+	if _, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: "k", Value: "v"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "log")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := Open(context.Background(), Options{Dir: dir, Projectors: []Projector{notes{}}}); err == nil {
+		n.Close()
+		t.Fatal("opened a projection ahead of its log")
+	}
+}
+
+// WaitFor gives up with its context and leaves no waiter behind.
+func TestWaitForContext(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := n.WaitFor(ctx, 1000); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitFor: %v", err)
+	}
+	n.mu.Lock()
+	left := n.waiters.Len()
+	n.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d waiters left", left)
+	}
+}
