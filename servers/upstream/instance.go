@@ -103,17 +103,17 @@ type Instance struct {
 	opts Options
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	status  Status
-	sess    *mcp.ClientSession
-	ended   chan struct{} // closed when the current session is over
+	mu     sync.Mutex
+	status Status
+	sess   *mcp.ClientSession
+	ended  chan struct{} // closed when the current session is over
 	// recorded is closed once the current session's end is in status, so
 	// a call that failed under it can say what took the server down.
 	recorded chan struct{}
-	tools   []Tool
-	child   *child
-	legacy  bool // the server ignored the discover probe once
-	started bool // the server has been up at least once
+	tools    []Tool
+	child    *child
+	legacy   bool // the server ignored the discover probe once
+	started  bool // the server has been up at least once
 
 	retry  chan struct{}
 	cancel context.CancelFunc
@@ -469,7 +469,11 @@ func (i *Instance) handshake(ctx context.Context, version string) (*conn, error)
 	var inner mcp.Transport
 	switch spec.Transport {
 	case TransportHTTP, TransportSSE:
-		hc := &http.Client{Transport: headerRT{headers: spec.Headers, base: i.opts.HTTPClient.Transport}, Timeout: i.opts.HTTPClient.Timeout}
+		base := i.opts.HTTPClient.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc := &http.Client{Transport: headerRT{headers: spec.Headers, base: tapRT{base: base, raw: raw}}, Timeout: i.opts.HTTPClient.Timeout}
 		if spec.Transport == TransportSSE {
 			inner = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc}
 		} else {
@@ -495,7 +499,10 @@ func (i *Instance) handshake(ctx context.Context, version string) (*conn, error)
 	hctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet", Version: Version}, nil)
-	sess, err := client.Connect(hctx, &tapTransport{inner: inner, raw: raw}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if c.child != nil {
+		inner = &tapTransport{inner: inner, raw: raw}
+	}
+	sess, err := client.Connect(hctx, inner, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		if version == "" && c.child != nil && errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return c, errProbeTimedOut

@@ -1,8 +1,13 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -20,12 +25,58 @@ type tapTransport struct {
 
 type rawAnnotations struct {
 	mu      sync.Mutex
-	pending map[jsonrpc.ID]bool
+	pending map[string]bool // ids of tools/list requests awaiting an answer
 	byTool  map[string]json.RawMessage
 }
 
 func newRawAnnotations() *rawAnnotations {
-	return &rawAnnotations{pending: map[jsonrpc.ID]bool{}, byTool: map[string]json.RawMessage{}}
+	return &rawAnnotations{pending: map[string]bool{}, byTool: map[string]json.RawMessage{}}
+}
+
+// idKey spells a JSON-RPC id the same way whether it came from the SDK's
+// decoded ID or from raw JSON.
+func idKey(v any) string {
+	switch x := v.(type) {
+	case string:
+		return "s:" + x
+	case json.Number:
+		return "n:" + x.String()
+	case int64:
+		return fmt.Sprintf("n:%d", x)
+	case float64:
+		return fmt.Sprintf("n:%v", x)
+	}
+	return ""
+}
+
+func (r *rawAnnotations) expect(id string) {
+	if id == "" {
+		return
+	}
+	r.mu.Lock()
+	r.pending[id] = true
+	r.mu.Unlock()
+}
+
+// answer records a tools/list result if id is one being waited for.
+func (r *rawAnnotations) answer(id string, result json.RawMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.pending[id] {
+		return
+	}
+	delete(r.pending, id)
+	var page struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			Annotations json.RawMessage `json:"annotations"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &page) == nil {
+		for _, tl := range page.Tools {
+			r.byTool[tl.Name] = tl.Annotations
+		}
+	}
 }
 
 // get returns the annotations the server sent for a tool, raw; nil when it
@@ -51,9 +102,7 @@ type tapConn struct {
 
 func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/list" && req.IsCall() {
-		c.raw.mu.Lock()
-		c.raw.pending[req.ID] = true
-		c.raw.mu.Unlock()
+		c.raw.expect(idKey(req.ID.Raw()))
 	}
 	return c.Connection.Write(ctx, msg)
 }
@@ -61,22 +110,133 @@ func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil {
-		c.raw.mu.Lock()
-		if c.raw.pending[resp.ID] {
-			delete(c.raw.pending, resp.ID)
-			var page struct {
-				Tools []struct {
-					Name        string          `json:"name"`
-					Annotations json.RawMessage `json:"annotations"`
-				} `json:"tools"`
-			}
-			if json.Unmarshal(resp.Result, &page) == nil {
-				for _, tl := range page.Tools {
-					c.raw.byTool[tl.Name] = tl.Annotations
-				}
-			}
-		}
-		c.raw.mu.Unlock()
+		c.raw.answer(idKey(resp.ID.Raw()), resp.Result)
 	}
 	return msg, err
+}
+
+// tapRT does for HTTP what tapConn does for stdio. The streamable transport's
+// connection cannot be wrapped (the SDK talks to it through unexported
+// methods), so the tap sits on the wire instead: it notes the ids of
+// tools/list requests in POST bodies, and reads answers out of JSON bodies
+// and SSE streams as they pass, without holding them up.
+type tapRT struct {
+	base http.RoundTripper
+	raw  *rawAnnotations
+}
+
+func (t tapRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodPost && r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		for _, m := range jsonMessages(body) {
+			if m.Method == "tools/list" {
+				t.raw.expect(idKey(m.ID))
+			}
+		}
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	ct := resp.Header.Get("Content-Type")
+	switch {
+	case strings.HasPrefix(ct, "text/event-stream"):
+		resp.Body = &sseTap{ReadCloser: resp.Body, raw: t.raw}
+	case strings.HasPrefix(ct, "application/json"):
+		resp.Body = &jsonTap{ReadCloser: resp.Body, raw: t.raw}
+	}
+	return resp, nil
+}
+
+type wireMsg struct {
+	ID     any             `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+}
+
+// jsonMessages decodes one JSON-RPC message or a batch; numbers stay as
+// written so ids compare exactly.
+func jsonMessages(b []byte) []wireMsg {
+	b = bytes.TrimSpace(b)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if len(b) > 0 && b[0] == '[' {
+		var batch []wireMsg
+		if dec.Decode(&batch) == nil {
+			return batch
+		}
+		return nil
+	}
+	var m wireMsg
+	if dec.Decode(&m) != nil {
+		return nil
+	}
+	return []wireMsg{m}
+}
+
+func (r *rawAnnotations) answerAll(b []byte) {
+	for _, m := range jsonMessages(b) {
+		if m.Result != nil {
+			r.answer(idKey(m.ID), m.Result)
+		}
+	}
+}
+
+// jsonTap keeps a JSON response body as it is read and looks into it at EOF.
+type jsonTap struct {
+	io.ReadCloser
+	raw  *rawAnnotations
+	buf  bytes.Buffer
+	done bool
+}
+
+func (j *jsonTap) Read(p []byte) (int, error) {
+	n, err := j.ReadCloser.Read(p)
+	if !j.done {
+		j.buf.Write(p[:n])
+		if err == io.EOF {
+			j.done = true
+			j.raw.answerAll(j.buf.Bytes())
+		}
+	}
+	return n, err
+}
+
+// sseTap reads SSE events out of a stream as it is read.
+type sseTap struct {
+	io.ReadCloser
+	raw     *rawAnnotations
+	pending []byte // bytes of an unfinished line
+	data    bytes.Buffer
+}
+
+func (s *sseTap) Read(p []byte) (int, error) {
+	n, err := s.ReadCloser.Read(p)
+	s.pending = append(s.pending, p[:n]...)
+	for {
+		i := bytes.IndexByte(s.pending, '\n')
+		if i < 0 {
+			break
+		}
+		line := strings.TrimRight(string(s.pending[:i]), "\r")
+		s.pending = s.pending[i+1:]
+		switch {
+		case line == "":
+			if s.data.Len() > 0 {
+				s.raw.answerAll(s.data.Bytes())
+				s.data.Reset()
+			}
+		case strings.HasPrefix(line, "data:"):
+			if s.data.Len() > 0 {
+				s.data.WriteByte('\n')
+			}
+			s.data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	return n, err
 }
