@@ -47,8 +47,10 @@ type hubProc struct {
 	dataDir string
 	addr    string
 	token   string // the generated operator token, when running the default company
-	stdout  []string
-	stderr  *os.File
+	// configPath is the company file, when one was given.
+	configPath string
+	stdout     []string
+	stderr     *os.File
 }
 
 func (h *hubProc) mcpURL() string  { return "http://" + h.addr + "/operator/mcp" }

@@ -43,7 +43,9 @@ const e2eToken = "e2e-operator-token-0001"
 func hubWithServers(t testing.TB, servers string, env ...string) *hubProc {
 	t.Helper()
 	cfg := companyWith(t, servers)
-	return startHub(t, append([]string{"E2E_TOKEN=" + e2eToken}, env...), "--config", cfg)
+	h := startHub(t, append([]string{"E2E_TOKEN=" + e2eToken}, env...), "--config", cfg)
+	h.configPath = cfg
+	return h
 }
 
 // childrenOf lists the direct children of pid.

@@ -27,6 +27,7 @@ const modernProtocol = "2026-07-28"
 // front is the operator surface: the one operator catalogue over MCP, plus
 // the REST routes.
 type front struct {
+	putMu     sync.Mutex // one company-file edit at a time
 	mu        sync.Mutex
 	synced    map[string]string // tool name -> sdkKey, as the SDK has it
 	h         *Hub
@@ -190,6 +191,11 @@ func (h *Hub) Handler() http.Handler {
 	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(f.serveMCP)))))
 	mux.Handle("GET /tools", f.guard(f.authenticate(http.HandlerFunc(f.serveTools))))
 	mux.Handle("POST /config/reload", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveReload)))))
+	// Server rows show each configured launch, so they are for
+	// administrators, as the configuration itself is.
+	mux.Handle("GET /mcp-servers", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServers)))))
+	mux.Handle("GET /mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServer)))))
+	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", Version)

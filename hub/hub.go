@@ -58,6 +58,12 @@ type Options struct {
 	// Reload re-reads the company for POST /config/reload and SIGHUP; nil
 	// means the company cannot be reloaded.
 	Reload func() (*config.Company, error)
+	// Redact lists further values to redact from tool results (the secret
+	// store's), asked on every apply.
+	Redact func() []string
+	// ConfigFile is the company file, which PUT /config/mcp-servers writes;
+	// empty for the embedded company, which cannot be edited.
+	ConfigFile string
 }
 
 // Hub is one node's tool plane.
@@ -159,6 +165,9 @@ func (h *Hub) Apply(c *config.Company) error {
 	secrets := make([]string, 0, len(entries))
 	for _, e := range entries {
 		secrets = append(secrets, e.Secret)
+	}
+	if h.opts.Redact != nil {
+		secrets = append(secrets, h.opts.Redact()...)
 	}
 	h.tokens.Replace(entries)
 	h.clean.SetSecrets(secrets)

@@ -33,6 +33,9 @@ type upstreamServer struct {
 	resolved upstream.Resolved
 	inst     *upstream.Instance
 	hold     *upstream.Hold
+	// fileErr is why its tools could not be filed (a name collision).
+	fileErr  string
+	unlisted []string
 }
 
 // declaredOf turns a company entry into what resolution reads.
@@ -189,7 +192,15 @@ func (u *upstreams) refile(s *upstreamServer, tools []upstream.Tool) {
 	}
 	sort.Strings(unlisted)
 	u.h.log.Info("tools_discovered", "server", name, "tools", len(entries), "unlisted_annotations", unlisted)
-	if err := u.h.company.Replace(src, entries); err != nil {
+	err := u.h.company.Replace(src, entries)
+	u.mu.Lock()
+	s.unlisted = unlisted
+	s.fileErr = ""
+	if err != nil {
+		s.fileErr = err.Error()
+	}
+	u.mu.Unlock()
+	if err != nil {
 		u.h.log.Error("mcp_server_failed", "server", name, "reason", err.Error())
 		return
 	}

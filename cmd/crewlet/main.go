@@ -2,6 +2,7 @@
 //
 //	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
 //	crewlet config check FILE
+//	crewlet secrets set NAME   (value on stdin)
 package main
 
 import (
@@ -12,7 +13,10 @@ import (
 const usage = `usage:
   crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
   crewlet config check FILE
-  crewlet config default`
+  crewlet config default
+  crewlet secrets set NAME [--data-dir DIR]   (value on stdin)
+  crewlet secrets delete NAME [--data-dir DIR]
+  crewlet secrets list [--data-dir DIR]`
 
 func main() {
 	if len(os.Args) < 2 {
@@ -25,6 +29,8 @@ func main() {
 		err = serve(args)
 	case cmd == "config" && len(args) == 2 && args[0] == "check":
 		os.Exit(configCheck(args[1]))
+	case cmd == "secrets":
+		err = secretsCmd(args)
 	case cmd == "config" && len(args) == 1 && args[0] == "default":
 		err = printDefault()
 	default:

@@ -14,12 +14,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	agent "github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/secrets"
 	"github.com/crewlet/hub/servers"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -46,22 +48,46 @@ func serve(args []string) error {
 	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	env := os.LookupEnv
-	load := func() (*config.Company, error) { return loadCompany(*cfgPath) }
+	// ${VAR} resolves from the secret store first, then the environment.
+	// Every load re-reads the store, so `crewlet secrets set` followed by a
+	// reload reaches the servers that reference it.
+	var store atomic.Pointer[secrets.Store]
+	openStore := func() error {
+		s, err := secrets.Open(*dataDir)
+		if err != nil {
+			return err
+		}
+		store.Store(s)
+		return nil
+	}
+	if err := openStore(); err != nil {
+		return err
+	}
+	var generated string
+	env := func(k string) (string, bool) {
+		if v, ok := store.Load().Lookup(k); ok {
+			return v, true
+		}
+		if k == tokenVar && generated != "" {
+			return generated, true
+		}
+		return os.LookupEnv(k)
+	}
+	readCompany := func() (*config.Company, error) { return loadCompany(*cfgPath) }
 	tokenNote := ""
 	if *cfgPath == "" {
-		load = func() (*config.Company, error) { return config.Default(), nil }
+		readCompany = func() (*config.Company, error) { return config.Default(), nil }
 		tok, where, err := defaultToken(*dataDir)
 		if err != nil {
 			return err
 		}
-		tokenNote = where
-		env = func(k string) (string, bool) {
-			if k == tokenVar {
-				return tok, true
-			}
-			return os.LookupEnv(k)
+		tokenNote, generated = where, tok
+	}
+	load := func() (*config.Company, error) {
+		if err := openStore(); err != nil {
+			return nil, err
 		}
+		return readCompany()
 	}
 	company, err := load()
 	if err != nil {
@@ -75,6 +101,9 @@ func serve(args []string) error {
 		Env:     env,
 		Logger:  log,
 		Reload:  load,
+		// Every stored secret is redacted from tool results.
+		Redact:     func() []string { return store.Load().Values() },
+		ConfigFile: *cfgPath,
 		FirstParty: []hub.FirstParty{{
 			Name: "builtins",
 			New: func(t servers.Trust, d hub.Deps) *mcp.Server {

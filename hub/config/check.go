@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/crewlet/hub/servers/upstream"
 	"github.com/go-playground/validator/v10"
 )
 
@@ -117,6 +118,15 @@ func (c *Company) check() Violations {
 		}
 	}
 
+	// CFG-4: optional_keys declarations that would leave nothing out are
+	// refused when the document is written, as are two spellings of one
+	// header.
+	for i, srv := range c.MCPServers {
+		for _, v := range upstream.CheckOptionalKeys(declared(srv), c.blocksFor(srv.Name)) {
+			add("mcp_servers[%d]: %s", i, v)
+		}
+	}
+
 	// Seats: handles unique across the company, whatever their case.
 	handles := map[string]string{} // lower handle -> path
 	seatKind := map[string]string{}
@@ -209,6 +219,46 @@ func (c *Company) check() Violations {
 		}
 	}
 	sort.Strings(out)
+	return out
+}
+
+// declared is what the upstream rules read of an entry.
+func declared(s MCPServer) upstream.Declared {
+	return upstream.Declared{
+		Name: s.Name, Transport: s.EffectiveTransport(), Command: s.Command, Args: s.Args,
+		URL: s.URL, Shared: s.IsShared(), Env: s.Env, Headers: s.Headers,
+		OptionalKeys: s.OptionalKeys, ToolPrefix: s.ToolPrefix,
+	}
+}
+
+// blocksFor lists every seat's mcp_env block for a server, each over its
+// unit's block (CFG-5: only a unit's direct agent seats inherit it).
+func (c *Company) blocksFor(server string) []upstream.SeatBlock {
+	var out []upstream.SeatBlock
+	for _, u := range c.Units {
+		unit := u.MCPEnv[server]
+		inherited := false
+		for _, r := range u.Roles {
+			if r.kind() != "agent" {
+				continue
+			}
+			if seat, ok := r.MCPEnv[server]; ok {
+				out = append(out, upstream.SeatBlock{Unit: unit, Seat: seat})
+				inherited = true
+			} else if unit != nil {
+				out = append(out, upstream.SeatBlock{Unit: unit})
+				inherited = true
+			}
+		}
+		if unit != nil && !inherited {
+			out = append(out, upstream.SeatBlock{Unit: unit})
+		}
+	}
+	for _, r := range c.Roles {
+		if seat, ok := r.MCPEnv[server]; ok {
+			out = append(out, upstream.SeatBlock{Seat: seat})
+		}
+	}
 	return out
 }
 

@@ -1,0 +1,93 @@
+package secrets
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSetLookupPersistsSealed(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("GH_TOKEN", "ghp_plaintext_value_123"); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, sealedFile))
+	if strings.Contains(string(raw), "plaintext_value") {
+		t.Fatal("the value is stored in the clear")
+	}
+	for _, f := range []string{keyFile, sealedFile} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", f, fi.Mode(), err)
+		}
+	}
+	again, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := again.Lookup("GH_TOKEN"); !ok || v != "ghp_plaintext_value_123" {
+		t.Fatalf("reopened Lookup = %q %v", v, ok)
+	}
+	if _, ok := again.Lookup("OTHER"); ok {
+		t.Fatal("found a secret never set")
+	}
+	if names := again.Names(); len(names) != 1 || names[0] != "GH_TOKEN" {
+		t.Fatalf("Names = %v", names)
+	}
+	if ok, err := again.Delete("GH_TOKEN"); !ok || err != nil {
+		t.Fatal("Delete failed")
+	}
+	if _, ok := again.Lookup("GH_TOKEN"); ok {
+		t.Fatal("deleted secret still there")
+	}
+}
+
+func TestSetRefusals(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, value, want string }{
+		{"1BAD", "x", "not a variable name"},
+		{"OK", "", "empty"},
+		{"OK", strings.Repeat("x", MaxValueBytes+1), "at most"},
+		{"A-B", "x", "not a variable name"},
+	} {
+		if err := s.Set(tc.name, tc.value); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Set(%q, %d bytes) = %v", tc.name, len(tc.value), err)
+		}
+	}
+}
+
+// A sealed value moved under another name does not open.
+func TestSealedValueBoundToName(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := Open(dir)
+	_ = s.Set("A", "value-of-a")
+	s.mu.Lock()
+	s.sealed["B"] = s.sealed["A"]
+	s.mu.Unlock()
+	if _, ok := s.Lookup("B"); ok {
+		t.Fatal("a value opened under a name it was not sealed for")
+	}
+}
+
+func TestDamagedStoreRefused(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(dir, sealedFile), []byte("{not json"), 0o600)
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Fatalf("Open of a damaged store: %v", err)
+	}
+	_ = os.WriteFile(filepath.Join(dir, keyFile), []byte("short"), 0o600)
+	if _, err := Open(dir); err == nil {
+		t.Fatal("a bad key was accepted")
+	}
+}
