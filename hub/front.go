@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 a hub forwards logging and sampling (deprecated in 2026-07-28, SEP-2577) for clients and servers of the session revisions, which still use them.
+
 package hub
 
 import (
@@ -16,6 +18,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,6 +33,7 @@ type front struct {
 	putMu     sync.Mutex // one company-file edit at a time
 	mu        sync.Mutex
 	synced    map[string]string // tool name -> sdkKey, as the SDK has it
+	owned     *owners           // who owns each re-exported resource and prompt
 	h         *Hub
 	server    *mcp.Server
 	stateful  *mcp.StreamableHTTPHandler
@@ -37,11 +41,21 @@ type front struct {
 }
 
 func newFront(h *Hub) *front {
-	f := &front{h: h}
+	f := &front{h: h, owned: newOwners()}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}, &mcp.ServerOptions{
 		Instructions: "The Crewlet hub's operator catalogue: the company's builtin tools and its MCP servers' tools, decided by your bearer token on every call.",
 		Logger:       h.log.With("component", "operator_mcp"),
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+			Logging:   &mcp.LoggingCapabilities{},
+		},
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return f.complete(ctx, req)
+		},
+		SubscribeHandler:   func(ctx context.Context, req *mcp.SubscribeRequest) error { return f.subscribe(ctx, req) },
+		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error { return f.unsubscribe(ctx, req) },
 	})
 	f.server.AddReceivingMiddleware(f.callMiddleware)
 	f.syncTools()
@@ -163,6 +177,11 @@ func (f *front) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.CallToo
 	var args json.RawMessage
 	if req.Params != nil {
 		args = req.Params.Arguments
+	}
+	// Log lines, progress and requests an upstream server sends while it
+	// serves the call go back to this session.
+	if req.Session != nil {
+		ctx = upstream.WithDownstream(ctx, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx})
 	}
 	return f.h.router.CallForPerson(ctx, CompanyRegistry(f.h.company), p.Caller(), req.Params.Name, args)
 }

@@ -441,4 +441,3 @@ func writeFileAtomic(path string, b []byte) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
-

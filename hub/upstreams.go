@@ -106,6 +106,7 @@ func (u *upstreams) reconcile(c *config.Company) {
 			_ = s.inst.Close()
 		}
 		u.h.company.RemoveSource(SourceMCP(s.decl.Name))
+		u.h.front.mirrorFeatures(s.decl.Name, upstream.Features{}, nil)
 	}
 	if len(stops) > 0 {
 		u.h.front.syncTools()
@@ -139,6 +140,10 @@ func (u *upstreams) start(decl config.MCPServer, resolved upstream.Resolved) *up
 		StartTimeout: timeout,
 		Logger:       u.h.log.With("component", "upstream"),
 		OnTools:      func(tools []upstream.Tool) { u.refile(s, tools) },
+		OnFeatures:   func(feats upstream.Features) { u.refileFeatures(s, feats) },
+		OnResourceUpdated: func(ctx context.Context, p *mcp.ResourceUpdatedNotificationParams) {
+			_ = u.h.front.server.ResourceUpdated(ctx, p)
+		},
 	})
 	return s
 }
@@ -205,6 +210,24 @@ func (u *upstreams) refile(s *upstreamServer, tools []upstream.Tool) {
 		return
 	}
 	u.h.front.syncTools()
+}
+
+// refileFeatures re-exports a server's resources, templates and prompts.
+func (u *upstreams) refileFeatures(s *upstreamServer, feats upstream.Features) {
+	u.mu.Lock()
+	current := u.byName[s.decl.Name] == s
+	u.mu.Unlock()
+	if !current {
+		return
+	}
+	u.h.front.mirrorFeatures(s.decl.Name, feats, func() *upstream.Instance {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if cur := u.byName[s.decl.Name]; cur != nil {
+			return cur.inst
+		}
+		return nil
+	})
 }
 
 // annotationOverrides reads tool_annotations in either spelling.

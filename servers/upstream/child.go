@@ -20,7 +20,7 @@ import (
 type child struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	stdout io.ReadCloser
+	stdout *os.File
 	tail   *lineTail
 	done   chan struct{} // closed when the process has been waited for
 	err    error         // the wait result; read only after done

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -78,6 +79,12 @@ type Options struct {
 	OnTools func([]Tool)
 	// HTTPClient is the base client for http/sse servers.
 	HTTPClient *http.Client
+	// OnFeatures is called like OnTools with the server's resources,
+	// templates and prompts.
+	OnFeatures func(Features)
+	// OnResourceUpdated is called when the server says a subscribed
+	// resource changed.
+	OnResourceUpdated func(context.Context, *mcp.ResourceUpdatedNotificationParams)
 }
 
 // DownError is a call the instance could not serve because its server is
@@ -112,8 +119,14 @@ type Instance struct {
 	recorded chan struct{}
 	tools    []Tool
 	child    *child
-	legacy   bool // the server ignored the discover probe once
 	started  bool // the server has been up at least once
+	// link is the revision the first probe chose ("" for the stateless
+	// one), remembered so restarts do not probe again; probed says it is
+	// known.
+	link     string
+	probed   bool
+	features Features
+	flights  flights
 
 	retry  chan struct{}
 	cancel context.CancelFunc
@@ -200,7 +213,15 @@ func (i *Instance) Call(ctx context.Context, name string, args json.RawMessage) 
 	if len(args) > 0 {
 		a = args
 	}
-	res, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: a})
+	params := &mcp.CallToolParams{Name: name, Arguments: a}
+	if d := downstreamFrom(ctx); d != nil {
+		f := i.flights.add(d)
+		defer i.flights.remove(f)
+		if f.token != "" {
+			params.SetProgressToken(f.token)
+		}
+	}
+	res, err := sess.CallTool(ctx, params)
 	if err == nil {
 		return res, nil
 	}
@@ -400,16 +421,13 @@ func (i *Instance) closeConn(c *conn) {
 // open starts the server (a stdio child) or dials it (http, sse), makes the
 // handshake and lists its tools.
 func (i *Instance) open(ctx context.Context) (*conn, error) {
-	c, err := i.handshake(ctx, i.legacyVersion())
-	if err != nil && c != nil && c.child != nil && errors.Is(err, errProbeTimedOut) {
-		// A legacy server that ignores the probe: start it again and go
-		// straight to initialize, and remember to next time.
+	c, err := i.handshake(ctx)
+	if errors.Is(err, errRespawn) {
+		// The probe was answered on the child's only connection, which a
+		// server then takes as its handshake: start it afresh for the
+		// session.
 		i.closeConn(c)
-		i.mu.Lock()
-		i.legacy = true
-		i.mu.Unlock()
-		i.log.Info("server_discover_ignored", "fallback", "initialize")
-		c, err = i.handshake(ctx, "2025-11-25")
+		c, err = i.handshake(ctx)
 	}
 	if err != nil {
 		return c, err
@@ -423,6 +441,10 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 		}
 		tools = append(tools, Tool{Def: t, Annotations: c.raw(t.Name)})
 	}
+	features, err := listFeatures(lctx, c.sess)
+	if err != nil {
+		return c, err
+	}
 	c.ended = make(chan struct{})
 	c.recorded = make(chan struct{})
 	go func(s *mcp.ClientSession, ended chan struct{}) {
@@ -434,8 +456,12 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 	changed := !sameTools(i.tools, tools)
 	first := !i.started
 	old := i.tools
-	i.sess, i.ended, i.recorded, i.child, i.tools = c.sess, c.ended, c.recorded, c.child, tools
+	featuresChanged := first || !sameFeatures(i.features, features)
+	i.sess, i.ended, i.recorded, i.child, i.tools, i.features = c.sess, c.ended, c.recorded, c.child, tools, features
 	i.mu.Unlock()
+	if featuresChanged && i.opts.OnFeatures != nil {
+		i.opts.OnFeatures(features)
+	}
 	if changed || first {
 		if !first {
 			added, removed := diffTools(old, tools)
@@ -448,25 +474,22 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-var errProbeTimedOut = errors.New("the server did not answer the server/discover probe")
+// errRespawn asks open to start a stdio child again after its probe.
+var errRespawn = errors.New("restart the child for a session")
 
-func (i *Instance) legacyVersion() string {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.legacy {
-		return "2025-11-25"
-	}
-	return ""
-}
-
-// handshake connects with version ("" tries server/discover first). The
-// probe is bounded: a legacy server that never answers it must not hang the
-// start (MCP-3).
-func (i *Instance) handshake(ctx context.Context, version string) (*conn, error) {
+// handshake starts the server (a stdio child) or prepares to dial it,
+// probes it with server/discover the first time, and connects with the
+// revision the probe chose.
+func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	spec := i.opts.Spec
+	i.mu.Lock()
+	probed, link := i.probed, i.link
+	i.mu.Unlock()
 	raw := newRawAnnotations()
-	c := &conn{}
+	raw.notify = i.onNotify
+	c := &conn{rawAnn: raw}
 	var inner mcp.Transport
+	var probe probeResult
 	switch spec.Transport {
 	case TransportHTTP, TransportSSE:
 		base := i.opts.HTTPClient.Transport
@@ -475,8 +498,14 @@ func (i *Instance) handshake(ctx context.Context, version string) (*conn, error)
 		}
 		hc := &http.Client{Transport: headerRT{headers: spec.Headers, base: tapRT{base: base, raw: raw}}, Timeout: i.opts.HTTPClient.Timeout}
 		if spec.Transport == TransportSSE {
+			// The SSE transport predates server/discover; it is always a
+			// session.
+			probe = probeResult{err: "the sse transport has no discover"}
 			inner = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc}
 		} else {
+			if !probed {
+				probe = probeHTTP(ctx, hc, spec.URL, i.opts.ProbeTimeout)
+			}
 			inner = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc}
 		}
 	default:
@@ -490,23 +519,31 @@ func (i *Instance) handshake(ctx context.Context, version string) (*conn, error)
 		i.mu.Lock()
 		i.child = ch
 		i.mu.Unlock()
-		inner = &mcp.IOTransport{Reader: ch.stdout, Writer: ch.stdin}
+		var rest io.Reader = ch.stdout
+		if !probed {
+			probe, rest = probeStdio(ch.stdin, ch.stdout, i.opts.ProbeTimeout)
+		}
+		inner = &tapTransport{inner: &mcp.IOTransport{Reader: readCloser{rest, ch.stdout}, Writer: ch.stdin}, raw: raw}
 	}
-	timeout := i.opts.StartTimeout
-	if version == "" && c.child != nil {
-		timeout = min(timeout, i.opts.ProbeTimeout)
+	version := link
+	if !probed {
+		version = probe.version()
+		i.log.Info("server_handshake", "discover_answered", probe.answered, "supported_versions", probe.supported,
+			"discover_note", probe.err, "session", version != "")
+		i.mu.Lock()
+		i.probed, i.link = true, version
+		i.mu.Unlock()
+		if c.child != nil && probe.answered && version != "" {
+			return c, errRespawn
+		}
 	}
-	hctx, cancel := context.WithTimeout(ctx, timeout)
+
+	hctx, cancel := context.WithTimeout(ctx, i.opts.StartTimeout)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet", Version: Version}, nil)
-	if c.child != nil {
-		inner = &tapTransport{inner: inner, raw: raw}
-	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet", Version: Version}, i.clientOptions())
+	client.AddReceivingMiddleware(i.passElicitation)
 	sess, err := client.Connect(hctx, inner, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
-		if version == "" && c.child != nil && errors.Is(hctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return c, errProbeTimedOut
-		}
 		if c.child != nil {
 			// The pipe's EOF usually arrives a moment before the exit
 			// status: wait briefly so the answer says how it ended.
@@ -519,7 +556,6 @@ func (i *Instance) handshake(ctx context.Context, version string) (*conn, error)
 		return c, fmt.Errorf("handshake: %w", err)
 	}
 	c.sess = sess
-	c.rawAnn = raw
 	return c, nil
 }
 
@@ -599,4 +635,10 @@ func (i *Instance) childPID() int {
 		return 0
 	}
 	return i.child.pid()
+}
+
+func sameFeatures(a, b Features) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
 }

@@ -238,15 +238,16 @@ func alive(pid int) bool {
 }
 
 // MCP-3: a legacy server that never answers server/discover still starts,
-// through initialize.
+// through initialize, once the bounded probe gives up.
 func TestInstanceLegacyServerIgnoringProbe(t *testing.T) {
 	in, logs := startTest(t, testSpec(t, "legacy", nil), nil)
 	waitState(t, in, StateRunning, 15*time.Second)
 	if text, err := callText(t, in, "old_tool", `{}`); err != nil || text != "legacy answer" {
 		t.Fatalf("legacy call: %q %v", text, err)
 	}
-	if len(logs.events("server_discover_ignored")) != 1 {
-		t.Fatal("no fallback event")
+	hs := logs.events("server_handshake")
+	if len(hs) != 1 || hs[0]["discover_answered"] != false || !strings.Contains(fmt.Sprint(hs[0]["discover_note"]), "did not answer") {
+		t.Fatalf("handshake events %v", hs)
 	}
 	// The old tool sent no annotations at all: nothing is made up.
 	if a := in.Tools()[0].Annotations; a != nil {

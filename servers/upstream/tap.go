@@ -24,6 +24,9 @@ type tapTransport struct {
 }
 
 type rawAnnotations struct {
+	// notify, if set, sees each notification from the server in wire
+	// order, before the SDK queues it behind later responses.
+	notify  func(method string, params json.RawMessage)
 	mu      sync.Mutex
 	pending map[string]bool // ids of tools/list requests awaiting an answer
 	byTool  map[string]json.RawMessage
@@ -112,6 +115,9 @@ func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil {
 		c.raw.answer(idKey(resp.ID.Raw()), resp.Result)
 	}
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.IsCall() && c.raw.notify != nil {
+		c.raw.notify(req.Method, req.Params)
+	}
 	return msg, err
 }
 
@@ -156,6 +162,7 @@ func (t tapRT) RoundTrip(r *http.Request) (*http.Response, error) {
 type wireMsg struct {
 	ID     any             `json:"id"`
 	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 }
 
@@ -181,8 +188,11 @@ func jsonMessages(b []byte) []wireMsg {
 
 func (r *rawAnnotations) answerAll(b []byte) {
 	for _, m := range jsonMessages(b) {
-		if m.Result != nil {
+		switch {
+		case m.Result != nil:
 			r.answer(idKey(m.ID), m.Result)
+		case m.ID == nil && m.Method != "" && r.notify != nil:
+			r.notify(m.Method, m.Params)
 		}
 	}
 }

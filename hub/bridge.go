@@ -1,0 +1,189 @@
+//lint:file-ignore SA1019 a hub forwards logging and sampling (deprecated in 2026-07-28, SEP-2577) for clients and servers of the session revisions, which still use them.
+
+package hub
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/crewlet/hub/servers/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Beside tools, an upstream server's resources, resource templates and
+// prompts are re-exported as they are, and completion and subscription
+// requests are forwarded to the server that owns what they name, so a client
+// of the hub sees what it would see talking to the server directly.
+
+// owners says which upstream server owns each re-exported item.
+type owners struct {
+	resources map[string]string // uri -> server
+	templates map[string]string // uri template -> server
+	prompts   map[string]string // name -> server
+	insts     map[string]func() *upstream.Instance
+}
+
+func newOwners() *owners {
+	return &owners{resources: map[string]string{}, templates: map[string]string{}, prompts: map[string]string{},
+		insts: map[string]func() *upstream.Instance{}}
+}
+
+// mirrorFeatures replaces what server offers on the operator server. An
+// item another server already offers under the same key is left to that
+// server and logged, never shadowed.
+func (f *front) mirrorFeatures(server string, feats upstream.Features, inst func() *upstream.Instance) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o := f.owned
+	drop := func(m map[string]string, remove func(...string)) {
+		var keys []string
+		for k, s := range m {
+			if s == server {
+				keys = append(keys, k)
+				delete(m, k)
+			}
+		}
+		if len(keys) > 0 {
+			remove(keys...)
+		}
+	}
+	drop(o.resources, f.server.RemoveResources)
+	drop(o.templates, f.server.RemoveResourceTemplates)
+	drop(o.prompts, f.server.RemovePrompts)
+	if inst == nil {
+		delete(o.insts, server)
+		return
+	}
+	o.insts[server] = inst
+	clash := func(kind, key, other string) {
+		f.h.log.Warn("mcp_server_feature_collision", "server", server, "kind", kind, "key", key, "owner", other)
+	}
+	read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		in := inst()
+		if in == nil {
+			return nil, fmt.Errorf("the MCP server %q is no longer running on this node", server)
+		}
+		return in.ReadResource(ctx, req.Params)
+	}
+	for _, r := range feats.Resources {
+		if other, ok := o.resources[r.URI]; ok {
+			clash("resource", r.URI, other)
+			continue
+		}
+		o.resources[r.URI] = server
+		f.server.AddResource(r, read)
+	}
+	for _, t := range feats.Templates {
+		if other, ok := o.templates[t.URITemplate]; ok {
+			clash("resource template", t.URITemplate, other)
+			continue
+		}
+		o.templates[t.URITemplate] = server
+		f.server.AddResourceTemplate(t, read)
+	}
+	for _, p := range feats.Prompts {
+		if other, ok := o.prompts[p.Name]; ok {
+			clash("prompt", p.Name, other)
+			continue
+		}
+		o.prompts[p.Name] = server
+		f.server.AddPrompt(p, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			in := inst()
+			if in == nil {
+				return nil, fmt.Errorf("the MCP server %q is no longer running on this node", server)
+			}
+			return in.GetPrompt(ctx, req.Params)
+		})
+	}
+}
+
+// ownerOf finds the instance that owns a resource URI: an exact resource,
+// else the server whose template the URI fits.
+func (f *front) ownerOfURI(uri string) *upstream.Instance {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s, ok := f.owned.resources[uri]; ok {
+		return f.owned.insts[s]()
+	}
+	for tmpl, s := range f.owned.templates {
+		if prefix, _, ok := strings.Cut(tmpl, "{"); ok && strings.HasPrefix(uri, prefix) {
+			return f.owned.insts[s]()
+		}
+	}
+	return nil
+}
+
+func (f *front) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+	ref := req.Params.Ref
+	var in *upstream.Instance
+	switch {
+	case ref == nil:
+	case ref.Type == "ref/prompt":
+		f.mu.Lock()
+		if s, ok := f.owned.prompts[ref.Name]; ok {
+			in = f.owned.insts[s]()
+		}
+		f.mu.Unlock()
+	case ref.Type == "ref/resource":
+		f.mu.Lock()
+		if s, ok := f.owned.templates[ref.URI]; ok {
+			in = f.owned.insts[s]()
+		}
+		f.mu.Unlock()
+		if in == nil {
+			in = f.ownerOfURI(ref.URI)
+		}
+	}
+	if in == nil {
+		// Nothing to complete from: an empty answer, as a server with no
+		// completions for a reference gives.
+		return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}, nil
+	}
+	return in.Complete(ctx, req.Params)
+}
+
+func (f *front) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	in := f.ownerOfURI(req.Params.URI)
+	if in == nil {
+		return fmt.Errorf("no MCP server of this hub offers %q", req.Params.URI)
+	}
+	return in.Subscribe(ctx, req.Params)
+}
+
+func (f *front) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+	in := f.ownerOfURI(req.Params.URI)
+	if in == nil {
+		return nil
+	}
+	return in.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: req.Params.URI})
+}
+
+// sessionDownstream hands what an upstream server sends during a call to the
+// operator session that made it. Everything goes out under the context of
+// the client's own call, not the upstream's: that context names the request
+// the messages relate to, so the transport sends them on that request's
+// stream, where the client is listening.
+type sessionDownstream struct {
+	ss    *mcp.ServerSession
+	token any
+	call  context.Context
+}
+
+func (d sessionDownstream) Log(_ context.Context, p *mcp.LoggingMessageParams) error {
+	return d.ss.Log(d.call, p)
+}
+
+func (d sessionDownstream) Progress(_ context.Context, p *mcp.ProgressNotificationParams) error {
+	return d.ss.NotifyProgress(d.call, p)
+}
+
+func (d sessionDownstream) CreateMessage(_ context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	return d.ss.CreateMessage(d.call, p)
+}
+
+func (d sessionDownstream) Elicit(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return d.ss.Elicit(d.call, p)
+}
+
+func (d sessionDownstream) ProgressToken() any { return d.token }

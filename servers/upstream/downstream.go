@@ -1,0 +1,296 @@
+//lint:file-ignore SA1019 a hub forwards logging and sampling (deprecated in 2026-07-28, SEP-2577) for clients and servers of the session revisions, which still use them.
+
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Downstream is the client a call was made for. What an upstream server
+// sends while serving that call (log lines, progress, sampling and
+// elicitation requests) is handed to it, so a client of the hub sees what it
+// would see talking to the server directly.
+type Downstream interface {
+	Log(ctx context.Context, p *mcp.LoggingMessageParams) error
+	Progress(ctx context.Context, p *mcp.ProgressNotificationParams) error
+	CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// ProgressToken is the client's own token for the call, nil if it asked
+	// for no progress.
+	ProgressToken() any
+}
+
+type downstreamKey struct{}
+
+// WithDownstream marks ctx as a call made for d.
+func WithDownstream(ctx context.Context, d Downstream) context.Context {
+	return context.WithValue(ctx, downstreamKey{}, d)
+}
+
+func downstreamFrom(ctx context.Context) Downstream {
+	d, _ := ctx.Value(downstreamKey{}).(Downstream)
+	return d
+}
+
+// flight is one call in flight to the server, made for a downstream client.
+type flight struct {
+	d     Downstream
+	token string // the token the hub gave the server, "" without progress
+}
+
+// flights tracks the calls in flight. The protocol ties a progress
+// notification to its call by token, but a log line or a server-to-client
+// request carries nothing that names the call it belongs to; those go to the
+// client of the newest call in flight, which is exact whenever one call is
+// in flight and the best guess otherwise.
+type flights struct {
+	mu   sync.Mutex
+	next int
+	list []*flight
+}
+
+func (fs *flights) add(d Downstream) *flight {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f := &flight{d: d}
+	if d.ProgressToken() != nil {
+		fs.next++
+		f.token = fmt.Sprintf("crewlet-%d", fs.next)
+	}
+	fs.list = append(fs.list, f)
+	return f
+}
+
+func (fs *flights) remove(f *flight) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for i, x := range fs.list {
+		if x == f {
+			fs.list = append(fs.list[:i:i], fs.list[i+1:]...)
+			return
+		}
+	}
+}
+
+func (fs *flights) newest() *flight {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.list) == 0 {
+		return nil
+	}
+	return fs.list[len(fs.list)-1]
+}
+
+func (fs *flights) byToken(tok any) *flight {
+	s, ok := tok.(string)
+	if !ok {
+		return nil
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, f := range fs.list {
+		if f.token == s {
+			return f
+		}
+	}
+	return nil
+}
+
+var errNoClient = errors.New("no client of the hub is waiting on a call to this server, so there is nobody to ask")
+
+// clientOptions wires an upstream session's notifications and requests to
+// the flights of this instance.
+func (i *Instance) clientOptions() *mcp.ClientOptions {
+	return &mcp.ClientOptions{
+		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			f := i.flights.newest()
+			if f == nil {
+				i.log.Warn("server_request_undelivered", "method", "sampling/createMessage", "error", errNoClient.Error())
+				return nil, errNoClient
+			}
+			res, err := f.d.CreateMessage(ctx, req.Params)
+			if err != nil {
+				i.log.Warn("server_request_failed", "method", "sampling/createMessage", "error", err.Error())
+			}
+			return res, err
+		},
+		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			f := i.flights.newest()
+			if f == nil {
+				return nil, errNoClient
+			}
+			return f.d.Elicit(ctx, req.Params)
+		},
+		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			if i.opts.OnResourceUpdated != nil {
+				i.opts.OnResourceUpdated(ctx, req.Params)
+			}
+		},
+	}
+}
+
+// onNotify forwards a server's log lines and progress to the client of the
+// call they belong to. It runs as the notification is read off the wire,
+// in order: the SDK hands notifications to its handlers on a queue that a
+// call's response overtakes, and a client must see a call's log lines and
+// progress before its result.
+func (i *Instance) onNotify(method string, params json.RawMessage) {
+	ctx := context.Background()
+	switch method {
+	case "notifications/message":
+		var p mcp.LoggingMessageParams
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		if f := i.flights.newest(); f != nil {
+			_ = f.d.Log(ctx, &p)
+		}
+	case "notifications/progress":
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		f := i.flights.byToken(p.ProgressToken)
+		if f == nil {
+			return
+		}
+		p.ProgressToken = f.d.ProgressToken()
+		_ = f.d.Progress(ctx, &p)
+	}
+}
+
+// Features are what a server offers beside tools.
+type Features struct {
+	Resources []*mcp.Resource
+	Templates []*mcp.ResourceTemplate
+	Prompts   []*mcp.Prompt
+}
+
+// session returns the live session or the reason there is none.
+func (i *Instance) session() (*mcp.ClientSession, error) {
+	i.mu.Lock()
+	sess := i.sess
+	i.mu.Unlock()
+	if sess == nil {
+		return nil, i.downError(false)
+	}
+	return sess, nil
+}
+
+// ReadResource reads a resource of the server.
+func (i *Instance) ReadResource(ctx context.Context, p *mcp.ReadResourceParams) (*mcp.ReadResourceResult, error) {
+	sess, err := i.session()
+	if err != nil {
+		return nil, err
+	}
+	return sess.ReadResource(ctx, p)
+}
+
+// GetPrompt gets a prompt of the server.
+func (i *Instance) GetPrompt(ctx context.Context, p *mcp.GetPromptParams) (*mcp.GetPromptResult, error) {
+	sess, err := i.session()
+	if err != nil {
+		return nil, err
+	}
+	return sess.GetPrompt(ctx, p)
+}
+
+// Complete asks the server for completions.
+func (i *Instance) Complete(ctx context.Context, p *mcp.CompleteParams) (*mcp.CompleteResult, error) {
+	sess, err := i.session()
+	if err != nil {
+		return nil, err
+	}
+	return sess.Complete(ctx, p)
+}
+
+// Subscribe subscribes the hub to a resource of the server.
+func (i *Instance) Subscribe(ctx context.Context, p *mcp.SubscribeParams) error {
+	sess, err := i.session()
+	if err != nil {
+		return err
+	}
+	return sess.Subscribe(ctx, p)
+}
+
+// Unsubscribe ends a subscription.
+func (i *Instance) Unsubscribe(ctx context.Context, p *mcp.UnsubscribeParams) error {
+	sess, err := i.session()
+	if err != nil {
+		return err
+	}
+	return sess.Unsubscribe(ctx, p)
+}
+
+// Features is what the server offered at its last start.
+func (i *Instance) Features() Features {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.features
+}
+
+// listFeatures reads a server's resources, templates and prompts, as far as
+// it declares them, and asks it for every log line (each client of the hub
+// filters by its own level).
+func listFeatures(ctx context.Context, sess *mcp.ClientSession) (Features, error) {
+	var f Features
+	caps := sess.InitializeResult().Capabilities
+	if caps == nil {
+		return f, nil
+	}
+	if caps.Resources != nil {
+		for r, err := range sess.Resources(ctx, nil) {
+			if err != nil {
+				return f, fmt.Errorf("listing its resources: %w", err)
+			}
+			f.Resources = append(f.Resources, r)
+		}
+		for t, err := range sess.ResourceTemplates(ctx, nil) {
+			if err != nil {
+				return f, fmt.Errorf("listing its resource templates: %w", err)
+			}
+			f.Templates = append(f.Templates, t)
+		}
+	}
+	if caps.Prompts != nil {
+		for p, err := range sess.Prompts(ctx, nil) {
+			if err != nil {
+				return f, fmt.Errorf("listing its prompts: %w", err)
+			}
+			f.Prompts = append(f.Prompts, p)
+		}
+	}
+	if caps.Logging != nil {
+		_ = sess.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"})
+	}
+	return f, nil
+}
+
+// passElicitation hands an elicitation request to the waiting client as the
+// server wrote it. The SDK's client checks a requested schema against its
+// own reading of the form rules before any handler runs; a hub is not the
+// party to judge the server's form, the client that shows it is.
+func (i *Instance) passElicitation(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		er, ok := req.(*mcp.ElicitRequest)
+		if method != "elicitation/create" || !ok {
+			return next(ctx, method, req)
+		}
+		f := i.flights.newest()
+		if f == nil {
+			i.log.Warn("server_request_undelivered", "method", method, "error", errNoClient.Error())
+			return nil, errNoClient
+		}
+		res, err := f.d.Elicit(ctx, er.Params)
+		if err != nil {
+			i.log.Warn("server_request_failed", "method", method, "error", err.Error())
+		}
+		return res, err
+	}
+}
