@@ -109,7 +109,8 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		clean:   sanitize.New(),
 	}
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log}
-	h.ups = &upstreams{h: h, byName: map[string]*upstreamServer{}}
+	h.ups = &upstreams{h: h, byName: map[string]*upstreamServer{}, seats: map[string]*Catalogue{}}
+	h.router.seats = h.ups.seatCatalogues
 	h.front = newFront(h)
 	for _, fp := range opts.FirstParty {
 		if fp.Enabled != nil && !fp.Enabled(opts.Company) {
@@ -151,13 +152,6 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 func (h *Hub) Apply(c *config.Company) error {
 	h.applyMu.Lock()
 	defer h.applyMu.Unlock()
-	for _, s := range c.MCPServers {
-		if !s.IsShared() {
-			// Refused rather than ignored: a per-role server silently not
-			// started looks like a working one until a seat needs it.
-			return fmt.Errorf("mcp_servers %s: per-role servers (shared: false) start with their seats, which this build does not run yet", s.Name)
-		}
-	}
 	entries, err := c.OperatorTokens(h.opts.Env)
 	if err != nil {
 		return err

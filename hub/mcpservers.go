@@ -102,41 +102,107 @@ func (h *Hub) serverRows() []serverRow {
 	var rows []serverRow
 	for _, d := range c.MCPServers {
 		row := serverRow{Name: d.Name, Shared: d.IsShared(), Launch: h.launchOf(d), UnlistedAnnotations: []string{}}
-		cell := nodeCell{Node: "this node", State: rowNotReported}
-		if s := u.byName[d.Name]; s != nil {
-			row.UnlistedAnnotations = append(row.UnlistedAnnotations, s.unlisted...)
-			switch {
-			case s.hold != nil && s.hold.State == upstream.Waiting:
-				cell.State, cell.Reason = rowWaiting, s.hold.Sentence
-			case s.hold != nil:
-				cell.State, cell.Reason = rowFailing, s.hold.Sentence
-			case s.fileErr != "":
-				cell.State, cell.Reason = rowFailing, s.fileErr
-			case s.inst != nil:
-				st := s.inst.Status()
-				cell.Tools = st.Tools
-				switch st.State {
-				case upstream.StateRunning:
-					cell.State = rowRunning
-				case upstream.StateStarting:
-					cell.State, cell.Reason = rowNotStarted, "its first start is under way"
-				case upstream.StateStopped:
-					cell.State, cell.Reason = rowNotStarted, st.Cause
-				default:
-					// A server that is down counts as failed, with what
-					// took it down, until it is back.
-					cell.State, cell.Reason = rowFailing, st.Cause
-					if !st.NextRestart.IsZero() {
-						cell.NextRestart = st.NextRestart.UTC().Format("2006-01-02T15:04:05Z07:00")
-					}
-				}
+		var insts []*upstreamServer
+		for _, inst := range u.byName {
+			if inst.decl.Name == d.Name {
+				insts = append(insts, inst)
 			}
+		}
+		sort.Slice(insts, func(i, j int) bool { return insts[i].seat < insts[j].seat })
+		cell := nodeCell{Node: "this node", State: rowNotReported}
+		if len(insts) == 0 && !d.IsShared() {
+			cell.State, cell.Reason = rowNotStarted, "no agent seat declares credentials for it under mcp_env"
+		}
+		var states []nodeCell
+		for _, s := range insts {
+			row.UnlistedAnnotations = append(row.UnlistedAnnotations, s.unlisted...)
+			states = append(states, instanceCell(s))
+		}
+		if len(states) > 0 {
+			cell = aggregate(states)
 		}
 		row.Nodes = []nodeCell{cell}
 		row.State, row.Reason = rollUp(row.Nodes)
 		rows = append(rows, row)
 	}
 	return rows
+}
+
+// instanceCell reads one instance's state.
+func instanceCell(s *upstreamServer) nodeCell {
+	cell := nodeCell{Node: "this node", State: rowNotReported}
+	who := ""
+	if s.seat != "" {
+		who = "seat " + s.seat + ": "
+	}
+	switch {
+	case s.hold != nil && s.hold.State == upstream.Waiting:
+		cell.State, cell.Reason = rowWaiting, who+s.hold.Sentence
+	case s.hold != nil:
+		cell.State, cell.Reason = rowFailing, who+s.hold.Sentence
+	case s.fileErr != "":
+		cell.State, cell.Reason = rowFailing, who+s.fileErr
+	case s.inst != nil:
+		st := s.inst.Status()
+		cell.Tools = st.Tools
+		switch st.State {
+		case upstream.StateRunning:
+			cell.State = rowRunning
+		case upstream.StateStarting:
+			cell.State, cell.Reason = rowNotStarted, who+"its first start is under way"
+		case upstream.StateStopped:
+			cell.State, cell.Reason = rowNotStarted, who+st.Cause
+		default:
+			// A server that is down counts as failed, with what took it
+			// down, until it is back.
+			cell.State, cell.Reason = rowFailing, who+st.Cause
+			if !st.NextRestart.IsZero() {
+				cell.NextRestart = st.NextRestart.UTC().Format("2006-01-02T15:04:05Z07:00")
+			}
+		}
+	}
+	return cell
+}
+
+// aggregate folds a node's instances of one server (a shared server has one,
+// a per-role template one per seat) into the node's cell: the first failure
+// explains a failing cell, the first wait a waiting one.
+func aggregate(cells []nodeCell) nodeCell {
+	out := nodeCell{Node: "this node"}
+	var running, failing, waiting int
+	for _, c := range cells {
+		out.Tools = max(out.Tools, c.Tools)
+		switch c.State {
+		case rowRunning:
+			running++
+		case rowFailing:
+			failing++
+			if failing == 1 {
+				out.Reason, out.NextRestart = c.Reason, c.NextRestart
+			}
+		case rowWaiting:
+			waiting++
+		}
+	}
+	switch {
+	case failing > 0 && running > 0:
+		out.State = rowPartly
+	case failing > 0:
+		out.State = rowFailing
+	case waiting > 0:
+		out.State = rowWaiting
+		for _, c := range cells {
+			if c.State == rowWaiting {
+				out.Reason = c.Reason
+				break
+			}
+		}
+	case running == len(cells):
+		out.State = rowRunning
+	default:
+		out.State, out.Reason = cells[0].State, cells[0].Reason
+	}
+	return out
 }
 
 // rollUp reads a row's state from its cells: all running is Running, some
@@ -150,8 +216,11 @@ func rollUp(cells []nodeCell) (string, string) {
 		switch c.State {
 		case rowRunning:
 			running++
-		case rowFailing:
+		case rowFailing, rowPartly:
 			failing++
+			if c.State == rowPartly {
+				running++
+			}
 			if reason == "" {
 				reason = c.Node + ": " + c.Reason
 			}
@@ -194,13 +263,21 @@ func (f *front) serveMCPServer(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		var tools []toolRow
-		for _, e := range f.h.company.Entries() {
-			if e.Source == SourceMCP(name) {
-				tools = append(tools, toolRow{Name: e.Name, Source: e.Source, Description: e.Description,
-					Annotations: e.Hints, Delivers: e.Delivers, ArgCount: e.ArgCount()})
+		seen := map[string]bool{}
+		for _, cat := range append([]*Catalogue{f.h.company}, f.h.ups.seatCatalogues()...) {
+			for _, e := range cat.Entries() {
+				if e.Source == SourceMCP(name) && !seen[e.Name] {
+					seen[e.Name] = true
+					tools = append(tools, toolRow{Name: e.Name, Source: e.Source, Description: e.Description,
+						Annotations: e.Hints, Delivers: e.Delivers, ArgCount: e.ArgCount()})
+				}
 			}
 		}
-		page := map[string]any{"server": row, "reach": "every seat (shared)", "tools": tools}
+		reach := "every seat (shared)"
+		if !row.Shared {
+			reach = "each seat that declares credentials for it, its own child (per-role)"
+		}
+		page := map[string]any{"server": row, "reach": reach, "tools": tools}
 		if len(tools) == 0 {
 			why := row.Reason
 			if why == "" {
@@ -284,10 +361,6 @@ func (f *front) servePutMCPServer(w http.ResponseWriter, r *http.Request) {
 	var v config.Violations
 	if errors.As(err, &v) {
 		fail(http.StatusUnprocessableEntity, authority.Invalid, "the company would not be valid with this server", "violations", []string(v))
-		return
-	}
-	if !entry.IsShared() {
-		fail(http.StatusUnprocessableEntity, authority.Invalid, "per-role servers (shared: false) start with their seats, which this build does not run yet")
 		return
 	}
 	if err := writeFileAtomic(path, next); err != nil {

@@ -18,18 +18,32 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// upstreams keeps the company's shared third-party servers: one supervised
-// instance per declared server, reconciled on every apply.
+// upstreams keeps the company's third-party servers: one supervised instance
+// per shared server, and one per seat that declares credentials for a
+// per-role template (CFG-6), reconciled on every apply.
 type upstreams struct {
 	h  *Hub
 	mu sync.Mutex
-	// running by server name; a server held back for a credential has an
-	// entry with no instance.
+	// byName holds instances by key: the server's name, or name@seat for a
+	// seat's child. A server held back for a credential has an entry with no
+	// instance.
 	byName map[string]*upstreamServer
+	// seats holds each seat's own catalogue: its children's tools (CAT-11).
+	seats map[string]*Catalogue
+}
+
+// instanceKey names one instance of a server.
+func instanceKey(server, seat string) string {
+	if seat == "" {
+		return server
+	}
+	return server + "@" + seat
 }
 
 type upstreamServer struct {
-	decl     config.MCPServer
+	decl config.MCPServer
+	// seat is the seat whose child this is; empty for a shared server.
+	seat     string
 	resolved upstream.Resolved
 	inst     *upstream.Instance
 	hold     *upstream.Hold
@@ -56,30 +70,34 @@ func (u *upstreams) reconcile(c *config.Company) {
 	log := u.h.log
 	type plan struct {
 		decl     config.MCPServer
+		seat     string
 		resolved upstream.Resolved
 	}
 	var starts []plan
 	var stops []*upstreamServer
 	u.mu.Lock()
 	want := map[string]bool{}
-	for _, decl := range c.MCPServers {
-		if !decl.IsShared() {
-			continue
+	for _, w := range wantedInstances(c) {
+		key := instanceKey(w.decl.Name, w.seat)
+		want[key] = true
+		resolved, hold := upstream.Resolve(declaredOf(w.decl), w.block, upstream.Lookup(u.h.opts.Env), nil)
+		if w.seat != "" {
+			// A seat's child is named after its seat in logs and status,
+			// never in the catalogue (CAT-1).
+			resolved.Name = key
 		}
-		want[decl.Name] = true
-		resolved, hold := upstream.Resolve(declaredOf(decl), nil, upstream.Lookup(u.h.opts.Env), nil)
-		cur := u.byName[decl.Name]
+		cur := u.byName[key]
 		if hold != nil {
 			if cur != nil && cur.inst != nil {
-				log.Warn("mcp_server_retired", "server", decl.Name, "variable", hold.Variable, "reason", hold.Sentence)
+				log.Warn("mcp_server_retired", "server", w.decl.Name, "seat", w.seat, "variable", hold.Variable, "reason", hold.Sentence)
 				stops = append(stops, cur)
 			}
-			log.Error("mcp_server_credential_missing", "server", decl.Name, "variable", hold.Variable, "reason", hold.Sentence)
-			u.byName[decl.Name] = &upstreamServer{decl: decl, hold: hold}
+			log.Error("mcp_server_credential_missing", "server", w.decl.Name, "seat", w.seat, "variable", hold.Variable, "reason", hold.Sentence)
+			u.byName[key] = &upstreamServer{decl: w.decl, seat: w.seat, hold: hold}
 			continue
 		}
-		if cur != nil && cur.inst != nil && cur.resolved.Digest == resolved.Digest && sameDecl(cur.decl, decl) {
-			cur.decl = decl
+		if cur != nil && cur.inst != nil && cur.resolved.Digest == resolved.Digest && sameDecl(cur.decl, w.decl) {
+			cur.decl = w.decl
 			if cur.inst.Status().State == upstream.StateDown {
 				cur.inst.Retry()
 			}
@@ -88,13 +106,13 @@ func (u *upstreams) reconcile(c *config.Company) {
 		if cur != nil && cur.inst != nil {
 			stops = append(stops, cur)
 		}
-		delete(u.byName, decl.Name)
-		starts = append(starts, plan{decl, resolved})
+		delete(u.byName, key)
+		starts = append(starts, plan{w.decl, w.seat, resolved})
 	}
-	for name, cur := range u.byName {
-		if !want[name] {
+	for key, cur := range u.byName {
+		if !want[key] {
 			stops = append(stops, cur)
-			delete(u.byName, name)
+			delete(u.byName, key)
 		}
 	}
 	u.mu.Unlock()
@@ -104,6 +122,10 @@ func (u *upstreams) reconcile(c *config.Company) {
 	for _, s := range stops {
 		if s.inst != nil {
 			_ = s.inst.Close()
+		}
+		if s.seat != "" {
+			u.seatCatalogue(s.seat).RemoveSource(SourceMCP(s.decl.Name))
+			continue
 		}
 		u.h.company.RemoveSource(SourceMCP(s.decl.Name))
 		u.h.front.mirrorFeatures(s.decl.Name, upstream.Features{}, nil)
@@ -115,8 +137,81 @@ func (u *upstreams) reconcile(c *config.Company) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, p := range starts {
-		u.byName[p.decl.Name] = u.start(p.decl, p.resolved)
+		u.byName[instanceKey(p.decl.Name, p.seat)] = u.start(p.decl, p.seat, p.resolved)
 	}
+}
+
+// wanted is one instance a revision asks for.
+type wanted struct {
+	decl  config.MCPServer
+	seat  string
+	block *upstream.SeatBlock
+}
+
+// wantedInstances lists the instances a revision declares: every shared
+// server, and for each per-role template one child per agent seat that
+// declares credentials for it, its own block over its unit's (CFG-5). A
+// seat with no block gets no child; people never do.
+func wantedInstances(c *config.Company) []wanted {
+	var out []wanted
+	for _, d := range c.MCPServers {
+		if d.IsShared() {
+			out = append(out, wanted{decl: d})
+			continue
+		}
+		for _, u := range c.Units {
+			for _, r := range u.Roles {
+				if r.Kind == "human" {
+					continue
+				}
+				unit, seat := u.MCPEnv[d.Name], r.MCPEnv[d.Name]
+				if unit == nil && seat == nil {
+					continue
+				}
+				out = append(out, wanted{decl: d, seat: r.Handle, block: &upstream.SeatBlock{Unit: unit, Seat: seat}})
+			}
+		}
+		for _, r := range c.Roles {
+			if seat := r.MCPEnv[d.Name]; r.Kind != "human" && seat != nil {
+				out = append(out, wanted{decl: d, seat: r.Handle, block: &upstream.SeatBlock{Seat: seat}})
+			}
+		}
+	}
+	return out
+}
+
+// seatCatalogue returns a seat's own catalogue, creating it.
+func (u *upstreams) seatCatalogue(seat string) *Catalogue {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.seatCatalogueLocked(seat)
+}
+
+func (u *upstreams) seatCatalogueLocked(seat string) *Catalogue {
+	c, ok := u.seats[seat]
+	if !ok {
+		c = NewCatalogue()
+		u.seats[seat] = c
+	}
+	return c
+}
+
+// seatCatalogues lists every seat's catalogue, for telling a tool another
+// seat holds from one nothing registered (REF-5).
+func (u *upstreams) seatCatalogues() []*Catalogue {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]*Catalogue, 0, len(u.seats))
+	for _, c := range u.seats {
+		out = append(out, c)
+	}
+	return out
+}
+
+// SeatRegistry is what a seat is offered: its own children's tools, then the
+// company's (CAT-10, CAT-11).
+func (h *Hub) SeatRegistry(seat string) Registry {
+	return SeatRegistry(h.ups.seatCatalogue(seat), h.company)
 }
 
 // sameDecl compares what the running instance was built from beyond its
@@ -127,12 +222,12 @@ func sameDecl(a, b config.MCPServer) bool {
 }
 
 // start launches a server; the caller holds u.mu and files the result.
-func (u *upstreams) start(decl config.MCPServer, resolved upstream.Resolved) *upstreamServer {
-	s := &upstreamServer{decl: decl, resolved: resolved}
+func (u *upstreams) start(decl config.MCPServer, seat string, resolved upstream.Resolved) *upstreamServer {
+	s := &upstreamServer{decl: decl, seat: seat, resolved: resolved}
 	dir, _ := os.Getwd()
 	timeout := time.Duration(decl.StartupTimeoutSeconds) * time.Second
 	if len(resolved.EmptyKeys) > 0 {
-		u.h.log.Warn("empty_env_vars", "server", decl.Name, "keys", resolved.EmptyKeys)
+		u.h.log.Warn("empty_env_vars", "server", decl.Name, "seat", seat, "keys", resolved.EmptyKeys)
 	}
 	s.inst = upstream.Start(upstream.Options{
 		Spec:         resolved,
@@ -152,8 +247,9 @@ func (u *upstreams) start(decl config.MCPServer, resolved upstream.Resolved) *up
 // prefix, hints read from the raw annotations with the operator's overrides
 // on top (CAT-9), and refuses the whole list if a name collides (CAT-12).
 func (u *upstreams) refile(s *upstreamServer, tools []upstream.Tool) {
+	key := instanceKey(s.decl.Name, s.seat)
 	u.mu.Lock()
-	current := u.byName[s.decl.Name] == s
+	current := u.byName[key] == s
 	decl := s.decl
 	u.mu.Unlock()
 	if !current {
@@ -167,7 +263,7 @@ func (u *upstreams) refile(s *upstreamServer, tools []upstream.Tool) {
 	backend := &upstreamBackend{server: name, inst: func() *upstream.Instance {
 		u.mu.Lock()
 		defer u.mu.Unlock()
-		if s := u.byName[name]; s != nil {
+		if s := u.byName[key]; s != nil {
 			return s.inst
 		}
 		return nil
@@ -196,8 +292,12 @@ func (u *upstreams) refile(s *upstreamServer, tools []upstream.Tool) {
 		}
 	}
 	sort.Strings(unlisted)
-	u.h.log.Info("tools_discovered", "server", name, "tools", len(entries), "unlisted_annotations", unlisted)
-	err := u.h.company.Replace(src, entries)
+	u.h.log.Info("tools_discovered", "server", name, "seat", s.seat, "tools", len(entries), "unlisted_annotations", unlisted)
+	cat := u.h.company
+	if s.seat != "" {
+		cat = u.seatCatalogue(s.seat)
+	}
+	err := cat.Replace(src, entries)
 	u.mu.Lock()
 	s.unlisted = unlisted
 	s.fileErr = ""
@@ -217,7 +317,9 @@ func (u *upstreams) refileFeatures(s *upstreamServer, feats upstream.Features) {
 	u.mu.Lock()
 	current := u.byName[s.decl.Name] == s
 	u.mu.Unlock()
-	if !current {
+	if !current || s.seat != "" {
+		// A seat's child serves that seat's turns only; the operator
+		// surface re-exports shared servers.
 		return
 	}
 	u.h.front.mirrorFeatures(s.decl.Name, feats, func() *upstream.Instance {
