@@ -31,6 +31,17 @@ type FirstParty struct {
 	Enabled func(*config.Company) bool
 }
 
+// Leases says which seats this node holds. A per-role child is the seat's
+// identity at its vendor, so it is restarted only while this node can prove
+// it holds the seat's lease (MCP-10). One node holds every seat: the default.
+type Leases interface {
+	Holds(seat string) bool
+}
+
+type singleNode struct{}
+
+func (singleNode) Holds(string) bool { return true }
+
 // Deps is what the hub lends a first-party server it mounts.
 type Deps struct {
 	// Directory returns the directory of the revision in force, per call.
@@ -61,6 +72,8 @@ type Options struct {
 	// Redact lists further values to redact from tool results (the secret
 	// store's), asked on every apply.
 	Redact func() []string
+	// Leases is the seat-lease check; nil means this node holds every seat.
+	Leases Leases
 	// ConfigFile is the company file, which PUT /config/mcp-servers writes;
 	// empty for the embedded company, which cannot be edited.
 	ConfigFile string
@@ -94,6 +107,9 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	}
 	if opts.Env == nil {
 		opts.Env = func(string) (string, bool) { return "", false }
+	}
+	if opts.Leases == nil {
+		opts.Leases = singleNode{}
 	}
 	if opts.StartupWait == 0 {
 		opts.StartupWait = 10 * time.Second

@@ -229,7 +229,13 @@ func (u *upstreams) start(decl config.MCPServer, seat string, resolved upstream.
 	if len(resolved.EmptyKeys) > 0 {
 		u.h.log.Warn("empty_env_vars", "server", decl.Name, "seat", seat, "keys", resolved.EmptyKeys)
 	}
+	var lease func() bool
+	if seat != "" {
+		lease = func() bool { return u.h.opts.Leases.Holds(seat) }
+	}
 	s.inst = upstream.Start(upstream.Options{
+		Seat:         seat,
+		Lease:        lease,
 		Spec:         resolved,
 		Dir:          dir,
 		StartTimeout: timeout,

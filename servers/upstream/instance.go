@@ -79,6 +79,17 @@ type Options struct {
 	OnTools func([]Tool)
 	// HTTPClient is the base client for http/sse servers.
 	HTTPClient *http.Client
+	// Seat is the seat a per-role child acts for; empty for a shared
+	// server.
+	Seat string
+	// Lease reports whether this node still holds the seat's lease. It is
+	// asked before every restart the instance makes on its own (MCP-10): a
+	// child is the seat's identity, and a node that lost the seat must not
+	// bring a second copy of it back. Nil means always (one node).
+	Lease func() bool
+	// Heartbeat is how long a held-back restart waits before asking the
+	// lease again; 15s if 0.
+	Heartbeat time.Duration
 	// OnFeatures is called like OnTools with the server's resources,
 	// templates and prompts.
 	OnFeatures func(Features)
@@ -140,6 +151,9 @@ func Start(opts Options) *Instance {
 	if opts.Schedule == nil {
 		opts.Schedule = &Schedule{}
 	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 60 * time.Second
 	}
@@ -162,7 +176,7 @@ func Start(opts Options) *Instance {
 	ctx, cancel := context.WithCancel(context.Background())
 	i := &Instance{
 		opts:   opts,
-		log:    opts.Logger.With("server", opts.Spec.Name),
+		log:    opts.Logger.With("server", opts.Spec.Name, "seat", opts.Seat),
 		status: Status{State: StateStarting, Since: time.Now()},
 		retry:  make(chan struct{}, 1),
 		cancel: cancel,
@@ -289,6 +303,9 @@ func (i *Instance) supervise(ctx context.Context) {
 	var was string
 	failedBefore := false // a start failed already: later failures are retries
 	for {
+		if (i.started || failedBefore) && !i.awaitLease(ctx) {
+			return
+		}
 		c, err := i.open(ctx)
 		if ctx.Err() != nil {
 			if c != nil {
@@ -311,7 +328,11 @@ func (i *Instance) supervise(ctx context.Context) {
 				i.log.Error("server_restart_failed", "attempt", attempt, "error", err.Error(), "retry_in_seconds", int(delay.Seconds()))
 			} else {
 				i.log.Error("mcp_server_failed", "reason", err.Error())
-				i.log.Info("server_start_retry_scheduled", "attempt", attempt, "retry_in_seconds", int(delay.Seconds()))
+				event := "server_start_retry_scheduled"
+				if i.opts.Seat != "" {
+					event = "mcp_seat_retry_scheduled"
+				}
+				i.log.Info(event, "attempt", attempt, "retry_in_seconds", int(delay.Seconds()))
 			}
 			failedBefore = true
 			if downSince.IsZero() {
@@ -376,6 +397,23 @@ func (i *Instance) supervise(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// awaitLease holds a restart back until this node proves it holds the
+// seat's lease, asking again one heartbeat later each time; false means the
+// instance was closed meanwhile (its seat was let go).
+func (i *Instance) awaitLease(ctx context.Context) bool {
+	for i.opts.Lease != nil && !i.opts.Lease() {
+		i.log.Warn("server_restart_held_back", "retry_in_seconds", int(i.opts.Heartbeat.Seconds()))
+		t := time.NewTimer(i.opts.Heartbeat)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // wait sleeps for d, or until a Retry or Close; false means closed.

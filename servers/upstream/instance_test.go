@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -319,4 +320,96 @@ func sortedCopy(s []string) []string {
 		}
 	}
 	return c
+}
+
+// MCP-8: a restart listing the same tools changes nothing; one listing
+// different tools refiles, and says what was added.
+func TestInstanceRestartWithDifferentTools(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "extra")
+	var mu sync.Mutex
+	var lists [][]string
+	in, logs := startTest(t, testSpec(t, "go-sdk", map[string]string{"UPSTREAM_EXTRA_TOOL": marker}), func(o *Options) {
+		o.OnTools = func(tools []Tool) {
+			var names []string
+			for _, tl := range tools {
+				names = append(names, tl.Def.Name)
+			}
+			mu.Lock()
+			lists = append(lists, names)
+			mu.Unlock()
+		}
+	})
+	waitState(t, in, StateRunning, 10*time.Second)
+	kill := func() {
+		pid := in.childPID()
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		deadline := time.Now().Add(10 * time.Second)
+		for in.childPID() == pid || in.Status().State != StateRunning {
+			if time.Now().After(deadline) {
+				t.Fatalf("not restarted: %+v", in.Status())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	kill() // same tools: nothing refiled
+	mu.Lock()
+	if len(lists) != 1 {
+		t.Fatalf("a restart with the same tools refiled: %v", lists)
+	}
+	mu.Unlock()
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kill()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := len(lists)
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a restart with a new tool did not refile")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if ev := logs.events("server_catalogue_changed"); len(ev) != 1 || fmt.Sprint(ev[0]["added"]) != "[extra]" {
+		t.Fatalf("server_catalogue_changed %v", ev)
+	}
+}
+
+// MCP-10: a per-role child's restart waits until this node proves it holds
+// the seat, asking again each heartbeat.
+func TestInstanceRestartHeldBackWithoutLease(t *testing.T) {
+	var mu sync.Mutex
+	held := true
+	in, logs := startTest(t, testSpec(t, "go-sdk", nil), func(o *Options) {
+		o.Seat = "alice"
+		o.Heartbeat = 100 * time.Millisecond
+		o.Lease = func() bool { mu.Lock(); defer mu.Unlock(); return held }
+	})
+	waitState(t, in, StateRunning, 10*time.Second)
+	mu.Lock()
+	held = false
+	mu.Unlock()
+	pid := in.childPID()
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(logs.events("server_restart_held_back")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("restart not held back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := in.Status(); s.State == StateRunning {
+		t.Fatal("restarted without the lease")
+	}
+	mu.Lock()
+	held = true
+	mu.Unlock()
+	waitState(t, in, StateRunning, 5*time.Second)
+	if ev := logs.events("server_restart_held_back"); ev[0]["seat"] != "alice" {
+		t.Fatalf("held-back event %v", ev[0])
+	}
 }

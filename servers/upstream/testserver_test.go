@@ -64,6 +64,16 @@ func serveGoSDK() {
 			}
 			return nil, textOut{Text: fmt.Sprint(cmd.Process.Pid)}, nil
 		})
+	// With UPSTREAM_EXTRA_TOOL naming a file that exists, the server lists
+	// one more tool: a restart can come back with a different list.
+	if f := os.Getenv("UPSTREAM_EXTRA_TOOL"); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			mcp.AddTool(s, &mcp.Tool{Name: "extra", Description: "appears after a restart"},
+				func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+					return nil, textOut{Text: "extra"}, nil
+				})
+		}
+	}
 	fmt.Fprintln(os.Stderr, "test upstream ready")
 	_ = s.Run(context.Background(), &mcp.StdioTransport{})
 }
