@@ -318,3 +318,29 @@ func logHas(t testing.TB, logs, msg string, wants ...string) {
 	}
 	t.Errorf("no %s log line with %q", msg, wants)
 }
+
+// go-sdk's everything-server over streamable HTTP (its default stateless
+// mode), dialled by the hub: tools listed and called, resources read.
+func TestGoSDKEverythingOverHTTPThroughHub(t *testing.T) {
+	bin := buildEverythingServer(t)
+	port := freePort(t)
+	startPeerProcess(t, nil, bin, "-http", fmt.Sprintf("127.0.0.1:%d", port))
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	waitHTTP(t, url, 20*time.Second)
+	h := hubWithServers(t, fmt.Sprintf(`  - name: everything
+    url: %q
+`, url))
+	cs, err := goSDKClient(t, h.mcpURL(), e2eToken, "2025-11-25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, cs, "test_simple_text", map[string]any{})
+	if res.IsError || !strings.Contains(resultText(res), "simple text response") {
+		t.Fatalf("test_simple_text: %s", resultText(res))
+	}
+	rr, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "test://static-text"})
+	if err != nil || len(rr.Contents) == 0 || rr.Contents[0].Text == "" {
+		t.Fatalf("read test://static-text through the hub: %+v %v", rr, err)
+	}
+	logHas(t, h.logs(), "server_handshake", `"server":"everything"`, `"discover_answered":true`)
+}

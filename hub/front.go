@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -44,7 +45,7 @@ func newFront(h *Hub) *front {
 	f := &front{h: h, owned: newOwners()}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}, &mcp.ServerOptions{
 		Instructions: "The Crewlet hub's operator catalogue: the company's builtin tools and its MCP servers' tools, decided by your bearer token on every call.",
-		Logger:       h.log.With("component", "operator_mcp"),
+		Logger:       quiet(h.log).With("component", "operator_mcp"),
 		Capabilities: &mcp.ServerCapabilities{
 			Tools:     &mcp.ToolCapabilities{ListChanged: true},
 			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
@@ -67,7 +68,7 @@ func newFront(h *Hub) *front {
 	opts := func(stateless bool) *mcp.StreamableHTTPOptions {
 		return &mcp.StreamableHTTPOptions{
 			Stateless:           stateless,
-			Logger:              h.log.With("component", "operator_http"),
+			Logger:              quiet(h.log).With("component", "operator_http"),
 			MaxRequestBodyBytes: h.opts.MaxBodyBytes,
 			// Host and Origin are checked by guard for every route,
 			// including non-loopback listeners with allowed names.
@@ -426,4 +427,31 @@ func (f *front) close() {
 	for ss := range f.server.Sessions() {
 		ss.Close()
 	}
+}
+
+// quiet is the SDK's logger: it reports session comings and goings at info
+// level, three lines for every stateless request, so below warnings it
+// speaks only when the hub runs with debug logging.
+func quiet(l *slog.Logger) *slog.Logger {
+	if l.Enabled(context.Background(), slog.LevelDebug) {
+		return l
+	}
+	return slog.New(minLevel{Handler: l.Handler(), min: slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (m minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= m.min && m.Handler.Enabled(ctx, l)
+}
+
+func (m minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{Handler: m.Handler.WithAttrs(a), min: m.min}
+}
+
+func (m minLevel) WithGroup(g string) slog.Handler {
+	return minLevel{Handler: m.Handler.WithGroup(g), min: m.min}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	runtimedebug "runtime/debug"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -38,6 +39,12 @@ func serve(args []string) error {
 	debug := fs.Bool("debug", false, "log at debug level")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// The hub holds little memory but allocates a lot per forwarded call
+	// (every JSON message it parses); a higher GC target trades a little
+	// heap for much less collection. GOGC, when set, wins.
+	if os.Getenv("GOGC") == "" {
+		runtimedebug.SetGCPercent(400)
 	}
 	level := slog.LevelInfo
 	if *debug {

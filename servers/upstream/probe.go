@@ -130,6 +130,7 @@ func probeHTTP(ctx context.Context, client *http.Client, url string, timeout tim
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", modernVersion)
+	req.Header.Set("Mcp-Method", "server/discover")
 	resp, err := client.Do(req)
 	if err != nil {
 		return probeResult{err: "the probe failed: " + err.Error()}

@@ -52,6 +52,13 @@ func idKey(v any) string {
 	return ""
 }
 
+// waiting reports whether a tools/list answer is outstanding.
+func (r *rawAnnotations) waiting() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending) > 0
+}
+
 func (r *rawAnnotations) expect(id string) {
 	if id == "" {
 		return
@@ -139,9 +146,13 @@ func (t tapRT) RoundTrip(r *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		for _, m := range jsonMessages(body) {
-			if m.Method == "tools/list" {
-				t.raw.expect(idKey(m.ID))
+		// Most requests are tool calls: decode only one that can be a
+		// tools/list.
+		if bytes.Contains(body, []byte(`"tools/list"`)) {
+			for _, m := range jsonMessages(body) {
+				if m.Method == "tools/list" {
+					t.raw.expect(idKey(m.ID))
+				}
 			}
 		}
 	}
@@ -153,7 +164,9 @@ func (t tapRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
 		resp.Body = &sseTap{ReadCloser: resp.Body, raw: t.raw}
-	case strings.HasPrefix(ct, "application/json"):
+	case strings.HasPrefix(ct, "application/json") && t.raw.waiting():
+		// A plain JSON body is one answer, which matters only while a
+		// tools/list is waiting; notifications come on event streams.
 		resp.Body = &jsonTap{ReadCloser: resp.Body, raw: t.raw}
 	}
 	return resp, nil

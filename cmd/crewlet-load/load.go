@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// target is one way of reaching the echo tool.
+type target struct {
+	path  string // as shown in the table
+	url   string
+	token string // bearer token, "" for none
+	tool  string
+	cpu   cpuRoles
+}
+
+// measurement is one row of the table.
+type measurement struct {
+	target   target
+	sessions int
+	calls    int64
+	failed   int64
+	elapsed  time.Duration
+	p50, p99 time.Duration
+	cpu      cpuUse // spent during the measured window, by role
+}
+
+func (m measurement) rate() float64 {
+	if m.elapsed <= 0 {
+		return 0
+	}
+	return float64(m.calls) / m.elapsed.Seconds()
+}
+
+type bearerRT struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token == "" {
+		return b.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// loadOptions bound one measurement in time and in count.
+type loadOptions struct {
+	duration    time.Duration
+	maxCalls    int64         // across all sessions
+	callTimeout time.Duration // per call
+	transport   *http.Transport
+}
+
+const echoText = "hello from crewlet-load"
+
+// connect opens n go-sdk client sessions to t. The SDK's default revision
+// negotiation is used (server/discover first), as any go-sdk client would.
+func connect(ctx context.Context, t target, n int, tr http.RoundTripper) ([]*mcp.ClientSession, error) {
+	hc := &http.Client{Transport: bearerRT{t.token, tr}}
+	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet-load", Version: "0"}, nil)
+	out := make([]*mcp.ClientSession, 0, n)
+	for range n {
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: t.url, HTTPClient: hc}, nil)
+		cancel()
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("%s: connect: %w", t.path, err)
+		}
+		out = append(out, cs)
+	}
+	return out, nil
+}
+
+func closeAll(ss []*mcp.ClientSession) {
+	for _, s := range ss {
+		_ = s.Close()
+	}
+}
+
+func callOnce(ctx context.Context, cs *mcp.ClientSession, tool string, timeout time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": echoText}})
+	if err != nil {
+		return err
+	}
+	if res.IsError || len(res.Content) != 1 {
+		return fmt.Errorf("%s answered an error or an unexpected result: %+v", tool, res.Content)
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != echoText {
+		return fmt.Errorf("%s answered something other than its text", tool)
+	}
+	return nil
+}
+
+// measure runs n sessions, each calling t's echo tool back to back (a closed
+// loop: a session sends its next call when the last one answered), until the
+// duration is over or maxCalls calls were started.
+func measure(ctx context.Context, t target, n int, o loadOptions) (measurement, error) {
+	m := measurement{target: t, sessions: n}
+	sessions, err := connect(ctx, t, n, o.transport)
+	if err != nil {
+		return m, err
+	}
+	defer closeAll(sessions)
+	// One call per session before the clock starts: connections are open
+	// and the path is proven to work, so a broken setup fails here with its
+	// own error instead of as a row of failures.
+	for _, cs := range sessions {
+		if err := callOnce(ctx, cs, t.tool, o.callTimeout); err != nil {
+			return m, fmt.Errorf("%s: warm-up call: %w", t.path, err)
+		}
+	}
+
+	var started, failed atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	lat := make([][]time.Duration, n)
+	runCtx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	cpu0 := sampleCPU(t.cpu)
+	begin := time.Now()
+	for k, cs := range sessions {
+		wg.Go(func() {
+			mine := make([]time.Duration, 0, 1024)
+			for runCtx.Err() == nil && started.Add(1) <= o.maxCalls {
+				t0 := time.Now()
+				// The call gets its own bound, not runCtx's: a call in
+				// flight when the duration ends is let finish, so the
+				// end of the window is not counted as a failure.
+				err := callOnce(ctx, cs, t.tool, o.callTimeout)
+				d := time.Since(t0)
+				if err != nil {
+					if ctx.Err() != nil {
+						break
+					}
+					failed.Add(1)
+					errOnce.Do(func() { firstErr = err })
+					continue
+				}
+				mine = append(mine, d)
+			}
+			lat[k] = mine
+		})
+	}
+	wg.Wait()
+	m.elapsed = time.Since(begin)
+	m.cpu = sampleCPU(t.cpu).sub(cpu0)
+	if ctx.Err() != nil {
+		return m, ctx.Err()
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	m.calls, m.failed = int64(len(all)), failed.Load()
+	m.p50, m.p99 = quantile(all, 0.50), quantile(all, 0.99)
+	if m.failed > 0 {
+		fmt.Printf("  %s x%d: %d calls failed; first: %v\n", t.path, n, m.failed, firstErr)
+	}
+	if m.calls == 0 {
+		return m, errors.Join(fmt.Errorf("%s: no call succeeded", t.path), firstErr)
+	}
+	return m, nil
+}
+
+// quantile of sorted durations, nearest rank.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

@@ -1,0 +1,53 @@
+// Command crewlet-load measures what the hub costs a tool call: the same echo
+// upstream called directly and through the hub, in one run, side by side.
+//
+//	crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64]
+//	crewlet-load echo-server (--stdio | --http ADDR)
+//
+// The binary is also the echo upstream it measures, so the hub can start it
+// as a stdio child and the run can start it as an HTTP server: one program,
+// one tool implementation, whichever transport carries it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage:
+  crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--rounds 1] [--hub-env K=V]... [--max-calls N] [--keep]
+  crewlet-load echo-server (--stdio | --http ADDR)`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, usage)
+		os.Exit(2)
+	}
+	// Interrupt and SIGTERM end the context, so every command unwinds
+	// through its deferred cleanup instead of leaving children behind.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = run(ctx, os.Args[2:])
+	case "echo-server":
+		err = echoServer(ctx, os.Args[2:])
+	default:
+		fmt.Fprintln(os.Stderr, usage)
+		stop()
+		os.Exit(2)
+	}
+	interrupted := ctx.Err() != nil
+	stop()
+	switch {
+	case err != nil && interrupted:
+		fmt.Fprintln(os.Stderr, "crewlet-load: interrupted; everything it started is stopped")
+		os.Exit(130)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "crewlet-load:", err)
+		os.Exit(1)
+	}
+}
