@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -242,6 +244,21 @@ func (i *Instance) Call(ctx context.Context, name string, args json.RawMessage) 
 	if ctx.Err() != nil {
 		return nil, err
 	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		// The remote could not be reached: its session is as good as
+		// ended. End it, so the death watch restarts it on the schedule,
+		// and say so in the engine's words. A call that never got a
+		// connection was not sent.
+		var op *net.OpError
+		sent := !(errors.As(err, &op) && op.Op == "dial")
+		_ = sess.Close()
+		select {
+		case <-recorded:
+		case <-time.After(2 * time.Second):
+		}
+		return nil, i.downError(sent)
+	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) {
 		// The server answered, with a protocol error of its own.
@@ -434,6 +451,7 @@ func (i *Instance) wait(ctx context.Context, d time.Duration) bool {
 
 // conn is one live connection to the server.
 type conn struct {
+	cancel   context.CancelFunc // ends the connection's own context
 	sess     *mcp.ClientSession
 	child    *child
 	ended    chan struct{}
@@ -450,6 +468,9 @@ func (i *Instance) closeConn(c *conn) {
 	i.mu.Unlock()
 	if c.sess != nil {
 		_ = c.sess.Close()
+	}
+	if c.cancel != nil {
+		c.cancel()
 	}
 	if c.child != nil {
 		c.child.stop(i.opts.StopGrace)
@@ -576,12 +597,20 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 		}
 	}
 
-	hctx, cancel := context.WithTimeout(ctx, i.opts.StartTimeout)
-	defer cancel()
+	// Some transports (legacy SSE) keep the context they were connected
+	// with for the connection's life, so the handshake's bound is a timer
+	// that cancels only a handshake still under way.
+	cctx, ccancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(i.opts.StartTimeout, ccancel)
 	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet", Version: Version}, i.clientOptions())
 	client.AddReceivingMiddleware(i.passElicitation)
-	sess, err := client.Connect(hctx, inner, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	sess, err := client.Connect(cctx, inner, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if !timer.Stop() && err == nil {
+		err = fmt.Errorf("the handshake did not finish within %s", i.opts.StartTimeout)
+		_ = sess.Close()
+	}
 	if err != nil {
+		ccancel()
 		if c.child != nil {
 			// The pipe's EOF usually arrives a moment before the exit
 			// status: wait briefly so the answer says how it ended.
@@ -593,7 +622,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 		}
 		return c, fmt.Errorf("handshake: %w", err)
 	}
-	c.sess = sess
+	c.sess, c.cancel = sess, ccancel
 	return c, nil
 }
 

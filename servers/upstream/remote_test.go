@@ -1,0 +1,137 @@
+package upstream
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// remoteEcho serves a go-sdk server with one echo tool over HTTP on addr
+// ("127.0.0.1:0" picks a port), as streamable HTTP or legacy SSE, and
+// requires a header, so the test proves the instance sends it.
+type remoteEcho struct {
+	srv  *http.Server
+	mcp  *mcp.Server
+	addr string
+	mu   sync.Mutex
+	seen []string // X-Seat header values received
+}
+
+func startRemote(t *testing.T, addr string, sse bool) *remoteEcho {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, textOut, error) {
+			return nil, textOut{Text: in.Text}, nil
+		})
+	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	if sse {
+		h = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	}
+	r := &remoteEcho{mcp: s}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = ln.Addr().String()
+	r.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		r.seen = append(r.seen, req.Header.Get("X-Seat"))
+		r.mu.Unlock()
+		h.ServeHTTP(w, req)
+	})}
+	go r.srv.Serve(ln)
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *remoteEcho) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = r.srv.Shutdown(ctx)
+	r.srv.Close()
+	// The HTTP server's shutdown leaves the MCP sessions it served open;
+	// a server that went away ends them too.
+	for ss := range r.mcp.Sessions() {
+		ss.Close()
+	}
+}
+
+// MCP-2: an SSE server, dialled with the configured headers.
+func TestInstanceSSETransport(t *testing.T) {
+	r := startRemote(t, "127.0.0.1:0", true)
+	in, _ := startTest(t, Resolved{Name: "sse", Transport: TransportSSE, URL: "http://" + r.addr + "/", Headers: map[string]string{"X-Seat": "alice"}}, nil)
+	waitState(t, in, StateRunning, 10*time.Second)
+	if text, err := callText(t, in, "echo", `{"text":"over sse"}`); err != nil || text != "over sse" {
+		t.Fatalf("echo over sse: %q %v", text, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range r.seen {
+		if v != "alice" {
+			t.Fatalf("a request went without the configured header: %q", r.seen)
+		}
+	}
+}
+
+// MCP-2, MCP-5, MCP-6: a remote server that goes away is noticed, calls are
+// refused as it being down rather than as a transport error, and the
+// instance reconnects when it is back on its address.
+func TestInstanceHTTPReconnects(t *testing.T) {
+	r := startRemote(t, "127.0.0.1:0", false)
+	addr := r.addr
+	in, logs := startTest(t, Resolved{Name: "remote", Transport: TransportHTTP, URL: "http://" + addr + "/"}, nil)
+	waitState(t, in, StateRunning, 10*time.Second)
+	if _, err := callText(t, in, "echo", `{"text":"one"}`); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	var down *DownError
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := callText(t, in, "echo", `{"text":"while down"}`)
+		if err != nil {
+			if !asDownError(err, &down) {
+				t.Fatalf("call while the remote is gone: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("calls kept succeeding with the remote gone")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if strings.Contains(strings.ToLower(down.Cause), "broken pipe") {
+		t.Fatalf("cause %q", down.Cause)
+	}
+	startRemote(t, addr, false)
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		if text, err := callText(t, in, "echo", `{"text":"back"}`); err == nil && text == "back" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not reconnected: %+v", in.Status())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(logs.events("server_exited")) == 0 {
+		t.Fatal("no server_exited for the lost remote")
+	}
+}
+
+func asDownError(err error, target **DownError) bool {
+	d, ok := err.(*DownError)
+	if ok {
+		*target = d
+	}
+	return ok
+}
