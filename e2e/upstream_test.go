@@ -116,6 +116,7 @@ func TestStdioUpstreamThroughHub(t *testing.T) {
 	h := hubWithServers(t, fmt.Sprintf(`  - name: everything
     command: %q
     tool_prefix: ev_
+    env: {WRITTEN_EMPTY: ""}
     tool_annotations:
       test_simple_text: {read_only: true, openWorldHint: false}
       no_such_tool: {read_only: true}
@@ -155,6 +156,8 @@ func TestStdioUpstreamThroughHub(t *testing.T) {
 
 	logHas(t, h.logs(), "mcp_server_failed", `"server":"ghost"`, "/nonexistent/bin/mcp-ghost")
 	logHas(t, h.logs(), "tools_discovered", `"server":"everything"`, `"unlisted_annotations":["no_such_tool"]`)
+	// ENV-2: a value written as an empty string is named.
+	logHas(t, h.logs(), "empty_env_vars", `"server":"everything"`, `"keys":["WRITTEN_EMPTY"]`)
 }
 
 // MCP-5, MCP-6, MCP-7 and ENV-1 against the built hub: a child killed with
