@@ -2,10 +2,13 @@ package e2e_test
 
 import (
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Transparency: through /operator/mcp, with go-sdk's everything-server as the
@@ -61,5 +64,26 @@ func TestConformanceThroughHubMatchesDirect(t *testing.T) {
 				t.Log(line)
 			}
 		}
+	}
+}
+
+// A server's roots/list request during a call reaches the calling client,
+// which answers with its own roots.
+func TestRootsReachTheCallingClient(t *testing.T) {
+	bin := buildEverythingServer(t)
+	h := hubWithServers(t, fmt.Sprintf(`  - name: everything
+    command: %q
+`, bin))
+	client := mcp.NewClient(&mcp.Implementation{Name: "with-roots", Version: "0"}, nil)
+	client.AddRoots(&mcp.Root{URI: "file:///srv/project-alpha", Name: "alpha"})
+	tr := &mcp.StreamableClientTransport{Endpoint: h.mcpURL(), HTTPClient: &http.Client{Transport: bearerRT{e2eToken, http.DefaultTransport}}}
+	cs, err := client.Connect(ctxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res := callTool(t, cs, "test_input_required_result_list_roots", map[string]any{})
+	if res.IsError || !strings.Contains(resultText(res), "project-alpha") {
+		t.Fatalf("roots through the hub: %s", resultText(res))
 	}
 }

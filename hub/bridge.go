@@ -186,4 +186,8 @@ func (d sessionDownstream) Elicit(_ context.Context, p *mcp.ElicitParams) (*mcp.
 	return d.ss.Elicit(d.call, p)
 }
 
+func (d sessionDownstream) ListRoots(_ context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	return d.ss.ListRoots(d.call, p)
+}
+
 func (d sessionDownstream) ProgressToken() any { return d.token }

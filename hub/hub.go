@@ -133,7 +133,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 			h.log.Info("first_party_not_registered", "server", fp.Name, "reason", "the company does not run it")
 			continue
 		}
-		deps := Deps{Directory: h.Directory, Logger: h.log.With("server", fp.Name)}
+		deps := Deps{Directory: h.Directory, Logger: quiet(h.log).With("server", fp.Name)}
 		m, entries, err := mount(ctx, fp.Name, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
 		if err != nil {
 			h.Close()

@@ -21,6 +21,7 @@ type Downstream interface {
 	Progress(ctx context.Context, p *mcp.ProgressNotificationParams) error
 	CreateMessage(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
 	// ProgressToken is the client's own token for the call, nil if it asked
 	// for no progress.
 	ProgressToken() any
@@ -278,6 +279,15 @@ func listFeatures(ctx context.Context, sess *mcp.ClientSession) (Features, error
 // party to judge the server's form, the client that shows it is.
 func (i *Instance) passElicitation(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if rr, ok := req.(*mcp.ListRootsRequest); ok && method == "roots/list" {
+			// The roots are the calling client's; with no call in flight
+			// the hub has none of its own to offer.
+			f := i.flights.newest()
+			if f == nil {
+				return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil
+			}
+			return f.d.ListRoots(ctx, rr.Params)
+		}
 		er, ok := req.(*mcp.ElicitRequest)
 		if method != "elicitation/create" || !ok {
 			return next(ctx, method, req)
