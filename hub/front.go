@@ -123,7 +123,7 @@ func sdkTool(e Entry) *mcp.Tool {
 		Name:        e.Name,
 		Description: e.Description,
 		InputSchema: json.RawMessage(e.InputSchema),
-		Annotations: annotationsOf(e.Hints),
+		Annotations: servers.Annotations(e.Hints),
 		Meta: mcp.Meta{
 			servers.MetaSource:   string(e.Source),
 			servers.MetaHints:    e.Hints,
@@ -134,22 +134,6 @@ func sdkTool(e Entry) *mcp.Tool {
 		t.OutputSchema = json.RawMessage(e.OutputSchema)
 	}
 	return t
-}
-
-func annotationsOf(h servers.Hints) *mcp.ToolAnnotations {
-	ptr := func(t servers.Tri) *bool {
-		if t == servers.Unknown {
-			return nil
-		}
-		b := t == servers.Yes
-		return &b
-	}
-	return &mcp.ToolAnnotations{
-		ReadOnlyHint:    h.ReadOnly == servers.Yes,
-		IdempotentHint:  h.Idempotent == servers.Yes,
-		DestructiveHint: ptr(h.Destructive),
-		OpenWorldHint:   ptr(h.OpenWorld),
-	}
 }
 
 // callMiddleware answers every tools/call itself, so an unknown tool is a

@@ -7,11 +7,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/atomicfile"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/servers/upstream"
 	"go.yaml.in/yaml/v3"
@@ -363,7 +363,11 @@ func (f *front) servePutMCPServer(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusUnprocessableEntity, authority.Invalid, "the company would not be valid with this server", "violations", []string(v))
 		return
 	}
-	if err := writeFileAtomic(path, next); err != nil {
+	mode := os.FileMode(0o600)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	if err := atomicfile.Write(path, next, mode); err != nil {
 		f.h.log.Error("config_write_failed", "error", err.Error())
 		fail(http.StatusInternalServerError, authority.InternalError, authority.InternalErrorSentence)
 		return
@@ -485,32 +489,4 @@ func sortedMap(m map[string]string) yaml.Node {
 		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &yaml.Node{Kind: yaml.ScalarNode, Value: m[k], Style: yaml.DoubleQuotedStyle})
 	}
 	return n
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	mode := os.FileMode(0o600)
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".company-*.yaml")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

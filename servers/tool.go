@@ -54,7 +54,7 @@ func Typed[In, Out any](name, description string, hints Hints, delivers string, 
 			Name:        name,
 			Description: description,
 			InputSchema: in,
-			Annotations: annotations(hints),
+			Annotations: Annotations(hints),
 			Meta:        mcp.Meta{MetaHints: hints, MetaDelivers: delivers},
 		}
 		handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -126,11 +126,11 @@ func decodeArgs(raw any, schema *jsonschema.Resolved, into any) *authority.Refus
 	return nil
 }
 
-// annotations renders hints in the protocol's vocabulary. The protocol has no
+// Annotations renders hints in the protocol's vocabulary. The protocol has no
 // "unknown": an unknown destructive or open-world hint is left out, and an
 // unknown read-only or idempotent hint can only be written as false, which is
 // why the exact values also travel in MetaHints.
-func annotations(h Hints) *mcp.ToolAnnotations {
+func Annotations(h Hints) *mcp.ToolAnnotations {
 	ptr := func(t Tri) *bool {
 		if t == Unknown {
 			return nil

@@ -21,6 +21,8 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+
+	"github.com/crewlet/hub/hub/atomicfile"
 )
 
 // MaxValueBytes bounds one secret. A value is stored whole or refused, never
@@ -89,7 +91,7 @@ func loadKey(path string) ([]byte, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, err
 	}
-	if err := writeAtomic(path, key); err != nil {
+	if err := atomicfile.Write(path, key, 0o600); err != nil {
 		return nil, err
 	}
 	return key, nil
@@ -160,7 +162,7 @@ func (s *Store) write(m map[string]string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(s.dir, sealedFile), b)
+	return atomicfile.Write(filepath.Join(s.dir, sealedFile), b, 0o600)
 }
 
 // Lookup opens one secret. A value that fails to open (a damaged file, a
@@ -205,28 +207,4 @@ func (s *Store) Values() []string {
 		}
 	}
 	return out
-}
-
-func writeAtomic(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
