@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the hub forwards roots (deprecated in 2026-07-28, SEP-2577) for clients of the session revisions; the test plays such a client.
+
 package e2e_test
 
 import (
