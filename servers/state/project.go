@@ -163,9 +163,6 @@ func (n *Node) apply(e Entry) error {
 		n.logger.Warn("state: the log has a gap; the op ledger cannot vouch for operations minted before it", "after", cur, "next", e.Position, "horizon", h)
 		if ms := h.UnixMilli(); ms > horizon {
 			horizon = ms
-			if err := b.Set(keyHorizon, u64(uint64(ms)), nil); err != nil {
-				return err
-			}
 		}
 	}
 
@@ -195,6 +192,13 @@ func (n *Node) apply(e Entry) error {
 			return err
 		}
 	}
+	// The horizon is written after the projector ran, so the reserved-key
+	// check sees only the projector's own writes.
+	if horizon != n.horizon.Load() {
+		if err := b.Set(keyHorizon, u64(uint64(horizon)), nil); err != nil {
+			return err
+		}
+	}
 	if err := b.Set(keyPosition, u64(e.Position), nil); err != nil {
 		return err
 	}
@@ -211,7 +215,7 @@ func (n *Node) apply(e Entry) error {
 
 // project runs op's projector. It returns the ledger row to record and, when
 // the projector's writes must be thrown away, a fresh batch to commit
-// instead (carrying over the horizon the caller may have set).
+// instead.
 func (n *Node) project(b *pebble.Batch, pos uint64, op Op) (row ledgerRow, fresh *pebble.Batch) {
 	row.Position = pos
 	refuse := func(err error) (ledgerRow, *pebble.Batch) {
@@ -220,12 +224,7 @@ func (n *Node) project(b *pebble.Batch, pos uint64, op Op) (row ledgerRow, fresh
 			n.logger.Error("state: projector failed; the operation is recorded as refused", "kind", op.Kind, "op_id", op.ID, "position", pos, "err", err)
 		}
 		row.Class, row.Sentence, row.Data = r.Class, r.Sentence, r.Data
-		nb := n.db.NewIndexedBatch()
-		if v, closer, gerr := b.Get(keyHorizon); gerr == nil {
-			_ = nb.Set(keyHorizon, v, nil)
-			closer.Close()
-		}
-		return row, nb
+		return row, n.db.NewIndexedBatch()
 	}
 	p, ok := n.projectors[op.Kind]
 	if !ok {
