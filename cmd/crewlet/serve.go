@@ -19,11 +19,13 @@ import (
 	"syscall"
 	"time"
 
-	agent "github.com/crewlet/hub/agent-runtime"
+	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/secrets"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
+	"github.com/crewlet/hub/tracker-mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -103,6 +105,24 @@ func serve(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+
+	// The node's durable log and projection, for the native tracker. Opened
+	// only when the company runs it: a company on a vendor tracker gets no
+	// tracker tools at all (CAT-4).
+	var node *state.Node
+	if company.TrackerBackend() == "native" {
+		node, err = state.Open(ctx, state.Options{
+			Dir:        filepath.Join(*dataDir, "state"),
+			Logger:     log.With("component", "state"),
+			Projectors: tracker.Projectors(),
+		})
+		if err != nil {
+			return fmt.Errorf("opening the node's state: %w", err)
+		}
+		defer node.Close()
+	}
+	native := func(c *config.Company) bool { return node != nil && c.TrackerBackend() == "native" }
+
 	h, err := hub.New(ctx, hub.Options{
 		Company: company,
 		Env:     env,
@@ -115,6 +135,12 @@ func serve(args []string) error {
 			Name: "builtins",
 			New: func(t servers.Trust, d hub.Deps) *mcp.Server {
 				return agent.NewBuiltinServer(d.Directory, t, d.Logger)
+			},
+		}, {
+			Name:    "tracker",
+			Enabled: native,
+			New: func(t servers.Trust, d hub.Deps) *mcp.Server {
+				return tracker.NewServer(tracker.Deps{Node: node, Directory: d.Directory, Logger: d.Logger}, t)
 			},
 		}},
 	})
