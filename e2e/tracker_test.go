@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gavv/httpexpect/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -73,4 +75,86 @@ api: {auth: {tokens: [{id: ada, token: "${E2E_TOKEN}", seat: ada}]}}
 	if _, err := os.Stat(filepath.Join(h.dataDir, "state")); err == nil {
 		t.Error("a company on a vendor tracker opened a native store")
 	}
+}
+
+// The same scenario against the tracker run on its own (`crewlet
+// tracker-mcp`), over stdio and over streamable HTTP: the trusted caller's
+// token makes the caller in the metadata believed; without it, forbidden.
+func TestStandaloneTracker(t *testing.T) {
+	caller := map[string]any{"seat": "admin", "kind": "human", "requester": "admin", "operator_id": "e2e"}
+	scenario := func(t *testing.T, cs *mcp.ClientSession, meta mcp.Meta, untrusted mcp.Meta) {
+		call := func(name string, args map[string]any, m mcp.Meta) *mcp.CallToolResult {
+			res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: name, Arguments: args, Meta: m})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			return res
+		}
+		res := call("create_work_item", map[string]any{"title": "Filed standalone"}, meta)
+		b, _ := json.Marshal(res.StructuredContent)
+		if res.IsError || !strings.Contains(string(b), `"outcome":"applied"`) || !strings.Contains(string(b), "CORE-1") {
+			t.Fatalf("create_work_item: %s %s", resultText(res), b)
+		}
+		if list := call("list_work_items", map[string]any{}, meta); list.IsError || !strings.Contains(resultText(list), "Filed standalone") {
+			t.Fatalf("list_work_items: %s", resultText(list))
+		}
+		if untrusted == nil {
+			return
+		}
+		res = call("create_work_item", map[string]any{"title": "Not trusted"}, untrusted)
+		if s, _ := refusalClass(res.StructuredContent, res.Meta); s != "forbidden" {
+			t.Fatalf("an untrusted caller: %q %s", s, resultText(res))
+		}
+	}
+	bin := crewletBinary(t)
+	env := append(os.Environ(), "CREWLET_TRUSTED_CALLER=trusted-caller-token-1")
+
+	t.Run("stdio", func(t *testing.T) {
+		cmd := exec.Command(bin, "tracker-mcp", "--data-dir", t.TempDir())
+		cmd.Env = env
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "0"}, nil).Connect(ctxT(t), &mcp.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		scenario(t, cs,
+			mcp.Meta{"crewlet/caller": caller, "crewlet/proof": "trusted-caller-token-1"},
+			mcp.Meta{"crewlet/caller": caller, "crewlet/proof": "a-guess"})
+	})
+
+	t.Run("http", func(t *testing.T) {
+		dir := t.TempDir()
+		p := startPeerProcess(t, env, bin, "tracker-mcp", "--http", "127.0.0.1:0", "--data-dir", dir)
+		var addr string
+		deadline := time.Now().Add(20 * time.Second)
+		for addr == "" {
+			if b, err := os.ReadFile(filepath.Join(dir, "listen-addr")); err == nil {
+				addr = strings.TrimSpace(string(b))
+			} else if time.Now().After(deadline) {
+				t.Fatalf("no listen-addr; log:\n%s", tailFile(p.LogPath, 20))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		connect := func(token string) *mcp.ClientSession {
+			tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: &http.Client{Transport: bearerRT{token, http.DefaultTransport}}}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "0"}, nil).Connect(ctxT(t), tr, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cs.Close() })
+			return cs
+		}
+		trusted := connect("trusted-caller-token-1")
+		// Over HTTP the token travels as the bearer header.
+		scenario(t, trusted, mcp.Meta{"crewlet/caller": caller}, nil)
+		// Another client without the token is not believed either.
+		other := connect("not-the-token")
+		res, err := other.CallTool(ctxT(t), &mcp.CallToolParams{Name: "list_work_items", Arguments: map[string]any{}, Meta: mcp.Meta{"crewlet/caller": caller}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := refusalClass(res.StructuredContent, res.Meta); s != "forbidden" {
+			t.Fatalf("a client without the token: %q", s)
+		}
+	})
 }

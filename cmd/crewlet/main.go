@@ -12,6 +12,7 @@ import (
 
 const usage = `usage:
   crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
+  crewlet tracker-mcp [--http ADDR] [--data-dir DIR] [--config FILE]
   crewlet config check FILE
   crewlet config default
   crewlet secrets set NAME [--data-dir DIR]   (value on stdin)
@@ -29,6 +30,8 @@ func main() {
 		err = serve(args)
 	case cmd == "config" && len(args) == 2 && args[0] == "check":
 		os.Exit(configCheck(args[1]))
+	case cmd == "tracker-mcp":
+		err = trackerMCP(args)
 	case cmd == "secrets":
 		err = secretsCmd(args)
 	case cmd == "config" && len(args) == 1 && args[0] == "default":
