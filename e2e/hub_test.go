@@ -60,9 +60,15 @@ func (h *hubProc) baseURL() string { return "http://" + h.addr }
 // waits until it answers. extra args and env are added to the command.
 func startHub(t testing.TB, env []string, args ...string) *hubProc {
 	t.Helper()
-	dir := t.TempDir()
+	return startHubIn(t, t.TempDir(), env, args...)
+}
+
+// startHubIn is startHub on a given data directory, for a hub restarted on
+// the data an earlier one left.
+func startHubIn(t testing.TB, dir string, env []string, args ...string) *hubProc {
+	t.Helper()
 	h := &hubProc{dataDir: dir}
-	stderr, err := os.Create(filepath.Join(dir, "stderr.log"))
+	stderr, err := os.OpenFile(filepath.Join(dir, "stderr.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
