@@ -52,7 +52,7 @@ func crashChild() {
 // deleted and rebuilt from the log, with the same result.
 func TestCrashKeepsEveryAppliedWrite(t *testing.T) {
 	if testing.Short() {
-		t.Skip("re-executes the test binary")
+		t.Skip("-short: this test re-executes the test binary as a writer and kills it; it runs in every full test run")
 	}
 	dir := t.TempDir()
 	type applied struct {
