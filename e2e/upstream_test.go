@@ -134,6 +134,13 @@ func TestStdioUpstreamThroughHub(t *testing.T) {
 	if res := callTool(t, cs, "lookup_colleague", map[string]any{"query": "ada"}); res.IsError {
 		t.Fatal("builtins lost to a failing server")
 	}
+	// REF-6: the server's own failure carries no class of its own; on a
+	// person's surface it is answered as internal_error, in the server's
+	// words, which the hub does not rewrite.
+	res = callTool(t, cs, "ev_test_error_handling", map[string]any{})
+	if _, m := refusalClass(res.StructuredContent, res.Meta); !res.IsError || m != "internal_error" || !strings.Contains(strings.ToLower(resultText(res)), "error") {
+		t.Fatalf("a third-party failure: isError %v class %q: %s", res.IsError, m, resultText(res))
+	}
 
 	e := httpexpect.Default(t, h.baseURL())
 	tools := e.GET("/tools").WithHeader("Authorization", "Bearer "+e2eToken).Expect().Status(http.StatusOK).JSON().Object()
