@@ -288,8 +288,8 @@ func TestNpmEverythingOverHTTPThroughHub(t *testing.T) {
 	waitHTTP(t, url, 20*time.Second)
 	h := hubWithServers(t, fmt.Sprintf(`  - name: everything
     url: %q
-    headers: {X-Trace: "e2e"}
-`, url))
+    headers: {X-Trace: "e2e", Authorization: "Bearer ${E2E_HEADER_SECRET}"}
+`, url), "E2E_HEADER_SECRET=header-secret-from-env-77")
 	cs, err := goSDKClient(t, h.mcpURL(), e2eToken, "")
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +297,12 @@ func TestNpmEverythingOverHTTPThroughHub(t *testing.T) {
 	res := callTool(t, cs, "echo", map[string]any{"message": "through the hub"})
 	if res.IsError || !strings.Contains(resultText(res), "Echo: through the hub") {
 		t.Fatalf("echo: %s\nhub log:\n%s", resultText(res), h.logs())
+	}
+	// A credential the hub resolved for a server, here from its own
+	// environment, never comes back in a result (OUT-1).
+	res = callTool(t, cs, "echo", map[string]any{"message": "token header-secret-from-env-77"})
+	if text := resultText(res); strings.Contains(text, "header-secret-from-env-77") || !strings.Contains(text, "[REDACTED]") {
+		t.Fatalf("echo of a resolved credential: %s", text)
 	}
 	res = callTool(t, cs, "get-sum", map[string]any{"a": 2, "b": 40})
 	if res.IsError || !strings.Contains(resultText(res), "42") {

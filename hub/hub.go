@@ -179,6 +179,7 @@ func (h *Hub) Apply(c *config.Company) error {
 	if h.opts.Redact != nil {
 		secrets = append(secrets, h.opts.Redact()...)
 	}
+	secrets = append(secrets, referencedValues(c, h.opts.Env)...)
 	h.tokens.Replace(entries)
 	h.clean.SetSecrets(secrets)
 	h.dir.Store(c.Directory())

@@ -441,3 +441,33 @@ func asDown(err error) (*upstream.DownError, bool) {
 	ok := errors.As(err, &d)
 	return d, ok
 }
+
+// referencedValues lists what every ${VAR} a revision's servers are started
+// with resolves to, so a server that echoes its own credential back in a
+// tool result does not hand it to the caller.
+func referencedValues(c *config.Company, lookup config.Lookup) []string {
+	var out []string
+	add := func(v string) {
+		for _, name := range upstream.References(v) {
+			if val, ok := lookup(name); ok && val != "" {
+				out = append(out, val)
+			}
+		}
+	}
+	for _, w := range wantedInstances(c) {
+		add(w.decl.URL)
+		for _, m := range []map[string]string{w.decl.Env, w.decl.Headers} {
+			for _, v := range m {
+				add(v)
+			}
+		}
+		if w.block != nil {
+			for _, m := range []map[string]string{w.block.Unit, w.block.Seat} {
+				for _, v := range m {
+					add(v)
+				}
+			}
+		}
+	}
+	return out
+}

@@ -482,3 +482,9 @@ func digest(r Resolved) string {
 }
 
 func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m)) }
+
+// References lists the variables a declared value references, in order, by
+// the same grammar Resolve reads: the hub redacts what they resolve to from
+// every tool result, since each is a credential or a host setting the
+// company chose not to write down.
+func References(v string) []string { return refs(v) }
