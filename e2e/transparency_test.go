@@ -42,10 +42,10 @@ func TestConformanceThroughHubMatchesDirect(t *testing.T) {
 		}
 		// A scenario that failed inside the suite's quick succession of
 		// sessions is run once more on its own. Server-to-client requests
-		// carry nothing naming the call they belong to, and the hub routes
-		// them to the newest call in flight, which a previous scenario's
-		// late call can still be. Passing alone is logged as that race;
-		// failing again is a failure.
+		// carry nothing naming the call they belong to, so the hub hands
+		// them only to the one call in flight and refuses to guess between
+		// several; a previous scenario's late call can still be in flight.
+		// Passing alone is logged as that race; failing again is a failure.
 		again := runConformance(t, proxy+"/operator/mcp", s)
 		if _, ok := again.Passed[s]; ok {
 			t.Logf("scenario %s failed in the suite run (%s) and passed alone", s, strings.Join(got.Failed[s], "; "))

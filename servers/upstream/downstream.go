@@ -47,9 +47,11 @@ type flight struct {
 
 // flights tracks the calls in flight. The protocol ties a progress
 // notification to its call by token, but a log line or a server-to-client
-// request carries nothing that names the call it belongs to; those go to the
-// client of the newest call in flight, which is exact whenever one call is
-// in flight and the best guess otherwise.
+// request carries nothing that names the call it belongs to. With one call
+// in flight that call is the one; with several the hub does not guess,
+// because a guess would show one client what another's call asked (a
+// sampling prompt, an elicitation) and answer for it: such a request is
+// refused and such a log line dropped.
 type flights struct {
 	mu   sync.Mutex
 	next int
@@ -79,13 +81,18 @@ func (fs *flights) remove(f *flight) {
 	}
 }
 
-func (fs *flights) newest() *flight {
+// only returns the one call in flight, or why there is none to hand a
+// message to.
+func (fs *flights) only() (*flight, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if len(fs.list) == 0 {
-		return nil
+	switch len(fs.list) {
+	case 0:
+		return nil, errNoClient
+	case 1:
+		return fs.list[0], nil
 	}
-	return fs.list[len(fs.list)-1]
+	return nil, errAmbiguous
 }
 
 func (fs *flights) byToken(tok any) *flight {
@@ -103,17 +110,20 @@ func (fs *flights) byToken(tok any) *flight {
 	return nil
 }
 
-var errNoClient = errors.New("no client of the hub is waiting on a call to this server, so there is nobody to ask")
+var (
+	errNoClient  = errors.New("no client of the hub is waiting on a call to this server, so there is nobody to ask")
+	errAmbiguous = errors.New("several clients' calls to this server are in flight and the request names none of them, so the hub will not guess whose client to ask")
+)
 
 // clientOptions wires an upstream session's notifications and requests to
 // the flights of this instance.
 func (i *Instance) clientOptions() *mcp.ClientOptions {
 	return &mcp.ClientOptions{
 		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			f := i.flights.newest()
-			if f == nil {
-				i.log.Warn("server_request_undelivered", "method", "sampling/createMessage", "error", errNoClient.Error())
-				return nil, errNoClient
+			f, err := i.flights.only()
+			if err != nil {
+				i.log.Warn("server_request_undelivered", "method", "sampling/createMessage", "error", err.Error())
+				return nil, err
 			}
 			res, err := f.d.CreateMessage(ctx, req.Params)
 			if err != nil {
@@ -121,10 +131,12 @@ func (i *Instance) clientOptions() *mcp.ClientOptions {
 			}
 			return res, err
 		},
+		// Set so the SDK declares elicitation to the server; requests are
+		// answered by passElicitation before they reach it.
 		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			f := i.flights.newest()
-			if f == nil {
-				return nil, errNoClient
+			f, err := i.flights.only()
+			if err != nil {
+				return nil, err
 			}
 			return f.d.Elicit(ctx, req.Params)
 		},
@@ -149,9 +161,12 @@ func (i *Instance) onNotify(method string, params json.RawMessage) {
 		if json.Unmarshal(params, &p) != nil {
 			return
 		}
-		if f := i.flights.newest(); f != nil {
-			_ = f.d.Log(ctx, &p)
+		f, err := i.flights.only()
+		if err != nil {
+			i.log.Debug("server_log_undelivered", "error", err.Error())
+			return
 		}
+		_ = f.d.Log(ctx, &p)
 	case "notifications/progress":
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(params, &p) != nil {
@@ -282,9 +297,13 @@ func (i *Instance) passElicitation(next mcp.MethodHandler) mcp.MethodHandler {
 		if rr, ok := req.(*mcp.ListRootsRequest); ok && method == "roots/list" {
 			// The roots are the calling client's; with no call in flight
 			// the hub has none of its own to offer.
-			f := i.flights.newest()
-			if f == nil {
+			f, err := i.flights.only()
+			if errors.Is(err, errNoClient) {
 				return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil
+			}
+			if err != nil {
+				i.log.Warn("server_request_undelivered", "method", method, "error", err.Error())
+				return nil, err
 			}
 			return f.d.ListRoots(ctx, rr.Params)
 		}
@@ -292,10 +311,10 @@ func (i *Instance) passElicitation(next mcp.MethodHandler) mcp.MethodHandler {
 		if method != "elicitation/create" || !ok {
 			return next(ctx, method, req)
 		}
-		f := i.flights.newest()
-		if f == nil {
-			i.log.Warn("server_request_undelivered", "method", method, "error", errNoClient.Error())
-			return nil, errNoClient
+		f, err := i.flights.only()
+		if err != nil {
+			i.log.Warn("server_request_undelivered", "method", method, "error", err.Error())
+			return nil, err
 		}
 		res, err := f.d.Elicit(ctx, er.Params)
 		if err != nil {
