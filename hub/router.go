@@ -53,7 +53,14 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 	res, err := e.backend.Call(ctx, caller, e.upstream, args)
 	if down, ok := asDown(err); ok {
 		r.log.InfoContext(ctx, "tool_refused_server_down", "tool", name, "server", down.Server, "cause", down.Cause, "in_flight", down.InFlight)
-		return r.refuse(ctx, name, caller, downRefusal(down, e.Hints)), e.Source
+		ref := downRefusal(down, e.Hints)
+		// The cause is the engine's account of a server's failure, which
+		// can quote what the server was started with: it is sanitised
+		// like any result.
+		if clean, err := r.clean.Text(ref.Sentence); err == nil {
+			ref.Sentence = clean
+		}
+		return r.refuse(ctx, name, caller, ref), e.Source
 	}
 	if err != nil {
 		// The engine's words, never the transport's: the cause is logged.

@@ -30,6 +30,9 @@ type upstreams struct {
 	byName map[string]*upstreamServer
 	// seats holds each seat's own catalogue: its children's tools (CAT-11).
 	seats map[string]*Catalogue
+	// closed is set by closeAll: an apply racing the hub's close starts
+	// nothing that nobody would stop.
+	closed bool
 }
 
 // instanceKey names one instance of a server.
@@ -136,6 +139,9 @@ func (u *upstreams) reconcile(c *config.Company) {
 
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.closed {
+		return
+	}
 	for _, p := range starts {
 		u.byName[instanceKey(p.decl.Name, p.seat)] = u.start(p.decl, p.seat, p.resolved)
 	}
@@ -364,12 +370,20 @@ func annotationOverrides(m map[string]map[string]bool) (map[string]servers.Hints
 
 // closeAll stops every instance.
 func (u *upstreams) closeAll() {
+	// Mark closed and take the instances under the lock, then close them
+	// outside it: Close waits for each instance's goroutine, which may be
+	// filing its tools and need the lock.
 	u.mu.Lock()
-	defer u.mu.Unlock()
+	u.closed = true
+	var insts []*upstream.Instance
 	for _, s := range u.byName {
 		if s.inst != nil {
-			_ = s.inst.Close()
+			insts = append(insts, s.inst)
 		}
+	}
+	u.mu.Unlock()
+	for _, in := range insts {
+		_ = in.Close()
 	}
 }
 

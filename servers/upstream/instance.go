@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -332,8 +333,13 @@ func (i *Instance) supervise(ctx context.Context) {
 		}
 		if err != nil {
 			tail := ""
-			if c != nil && c.child != nil {
-				tail = c.child.tail.String()
+			if c != nil {
+				// A handshake can succeed and the listing fail after it:
+				// the session (and, for a remote, its server-side state)
+				// is closed either way.
+				if c.child != nil {
+					tail = c.child.tail.String()
+				}
 				i.closeConn(c)
 			}
 			if tail != "" {
@@ -342,9 +348,9 @@ func (i *Instance) supervise(ctx context.Context) {
 			delay := i.opts.Schedule.StartFailed()
 			attempt := i.opts.Schedule.Attempt()
 			if i.started || failedBefore {
-				i.log.Error("server_restart_failed", "attempt", attempt, "error", err.Error(), "retry_in_seconds", int(delay.Seconds()))
+				i.log.Error("server_restart_failed", "attempt", attempt, "error", i.scrub(err.Error()), "retry_in_seconds", int(delay.Seconds()))
 			} else {
-				i.log.Error("mcp_server_failed", "reason", err.Error())
+				i.log.Error("mcp_server_failed", "reason", i.scrub(err.Error()))
 				event := "server_start_retry_scheduled"
 				if i.opts.Seat != "" {
 					event = "mcp_seat_retry_scheduled"
@@ -356,7 +362,7 @@ func (i *Instance) supervise(ctx context.Context) {
 				downSince = time.Now()
 			}
 			i.setStatus(func(s *Status) {
-				*s = Status{State: StateDown, Cause: "it failed to start: " + err.Error(), Since: downSince, NextRestart: time.Now().Add(delay), Attempt: attempt}
+				*s = Status{State: StateDown, Cause: "it failed to start: " + i.scrub(err.Error()), Since: downSince, NextRestart: time.Now().Add(delay), Attempt: attempt}
 			})
 			if !i.wait(ctx, delay) {
 				return
@@ -588,7 +594,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	if !probed {
 		version = probe.version()
 		i.log.Info("server_handshake", "discover_answered", probe.answered, "supported_versions", probe.supported,
-			"discover_note", probe.err, "session", version != "")
+			"discover_note", i.scrub(probe.err), "session", version != "")
 		i.mu.Lock()
 		i.probed, i.link = true, version
 		i.mu.Unlock()
@@ -708,4 +714,26 @@ func sameFeatures(a, b Features) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return string(ja) == string(jb)
+}
+
+// scrub takes what the server is started with out of a message before it
+// is logged, kept as a cause or answered to a caller: Go's HTTP errors quote
+// the URL they dialled, and a URL, like a header or an environment value,
+// may carry a credential the configuration kept behind a ${VAR}.
+func (i *Instance) scrub(msg string) string {
+	spec := i.opts.Spec
+	if spec.URL != "" {
+		msg = strings.ReplaceAll(msg, spec.URL, "the url of "+spec.Name)
+		if u, err := url.Parse(spec.URL); err == nil && u.RawQuery != "" {
+			msg = strings.ReplaceAll(msg, u.RawQuery, "[REDACTED]")
+		}
+	}
+	for _, m := range []map[string]string{spec.Headers, spec.Env} {
+		for _, v := range m {
+			if len(v) >= 8 {
+				msg = strings.ReplaceAll(msg, v, "[REDACTED]")
+			}
+		}
+	}
+	return msg
 }

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -134,4 +135,76 @@ func asDownError(err error, target **DownError) bool {
 		*target = d
 	}
 	return ok
+}
+
+// OUT-1: a credential in a server's url never reaches a log line, a cause
+// or a caller, though Go's HTTP errors quote the url they dialled.
+func TestInstanceScrubsURLCredential(t *testing.T) {
+	in, logs := startTest(t, Resolved{Name: "leaky", Transport: TransportHTTP, URL: "http://127.0.0.1:1/mcp?api_key=SUPERSECRET"}, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for in.Status().State != StateDown {
+		if time.Now().After(deadline) {
+			t.Fatalf("state %+v", in.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := in.Call(context.Background(), "x", nil)
+	logs.mu.Lock()
+	all := logs.buf.String()
+	logs.mu.Unlock()
+	for what, text := range map[string]string{"cause": in.Status().Cause, "call": err.Error(), "log": all} {
+		if strings.Contains(text, "SUPERSECRET") {
+			t.Errorf("%s quotes the credential: %s", what, text)
+		}
+	}
+	if !strings.Contains(in.Status().Cause, "the url of leaky") {
+		t.Errorf("cause %q does not say which url", in.Status().Cause)
+	}
+}
+
+// A remote whose handshake succeeds but whose tool listing fails is retried
+// without leaving a session behind per attempt.
+func TestInstanceFailedListingClosesSession(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "broken", Version: "0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+			return nil, textOut{}, nil
+		})
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				return nil, errors.New("backend down")
+			}
+			return next(ctx, method, req)
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		for ss := range s.Sessions() {
+			ss.Close()
+		}
+	})
+	in, logs := startTest(t, Resolved{Name: "broken", Transport: TransportHTTP, URL: "http://" + ln.Addr().String() + "/"}, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(logs.events("server_restart_failed")) < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("not retried")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	in.Close()
+	time.Sleep(100 * time.Millisecond)
+	open := 0
+	for range s.Sessions() {
+		open++
+	}
+	if open > 1 {
+		t.Fatalf("%d sessions left open on the remote after %d failed listings", open, len(logs.events("server_restart_failed")))
+	}
 }
