@@ -123,3 +123,45 @@ func childByServer(t *testing.T, h *hubProc) map[string]int {
 	}
 	return out
 }
+
+// CAT-9, CFG-7: editing tool_annotations refiles the server's tools with
+// the new hints at the next apply, without restarting it.
+func TestAnnotationEditRefilesWithoutRestart(t *testing.T) {
+	bin := buildEverythingServer(t)
+	servers := func(readOnly bool) string {
+		return fmt.Sprintf(`  - name: everything
+    command: %q
+    env: {WHO: everything}
+    tool_annotations:
+      test_simple_text: {read_only: %v}
+`, bin, readOnly)
+	}
+	h := hubWithServers(t, servers(true))
+	e := httpexpect.Default(t, h.baseURL())
+	hint := func() string {
+		rows := authed(e, "GET", "/tools").Expect().Status(http.StatusOK).JSON().Object().Value("tools").Array()
+		for _, v := range rows.Iter() {
+			o := v.Object()
+			if o.Value("name").String().Raw() == "test_simple_text" {
+				return o.Value("annotations").Object().Value("read_only").String().Raw()
+			}
+		}
+		return ""
+	}
+	if got := hint(); got != "yes" {
+		t.Fatalf("read_only before the edit: %q", got)
+	}
+	before := childByServer(t, h)["everything"]
+	doc, _ := os.ReadFile(h.configPath)
+	edited := strings.Replace(string(doc), "{read_only: true}", "{read_only: false}", 1)
+	if err := os.WriteFile(h.configPath, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	authed(e, "POST", "/config/reload").Expect().Status(http.StatusOK)
+	if got := hint(); got != "no" {
+		t.Fatalf("read_only after the edit: %q", got)
+	}
+	if after := childByServer(t, h)["everything"]; after != before || after == 0 {
+		t.Fatalf("the server was restarted (%d -> %d) for an annotation edit", before, after)
+	}
+}

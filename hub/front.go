@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -392,7 +393,14 @@ func (f *front) serveTools(w http.ResponseWriter, r *http.Request) {
 func (f *front) serveReload(w http.ResponseWriter, r *http.Request) {
 	if err := f.h.Reload(); err != nil {
 		f.h.log.Error("config_reload_failed", "error", err.Error())
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"class": string(authority.Invalid), "error": err.Error()})
+		// Only a document the check refused is the caller's to fix; a store
+		// or file that could not be read is the node's own fault (REF-4).
+		var v config.Violations
+		if errors.As(err, &v) {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"class": string(authority.Invalid), "error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"class": string(authority.InternalError), "error": authority.InternalErrorSentence})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "applied"})

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -61,6 +63,18 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			ref.Sentence = clean
 		}
 		return r.refuse(ctx, name, caller, ref), e.Source
+	}
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) && e.Source != SourceBuiltin {
+		// The server answered, with a protocol error of its own (bad
+		// arguments, a tool it does not know): its failure, in its words,
+		// carrying no class (REF-6). A person's surface marks it
+		// internal_error; nobody is told to wait for it to clear.
+		msg, cerr := r.clean.Text(wire.Message)
+		if cerr != nil {
+			msg = "the server's error message held binary data"
+		}
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, e.Source
 	}
 	if err != nil {
 		// The engine's words, never the transport's: the cause is logged.

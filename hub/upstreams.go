@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -77,7 +78,7 @@ func (u *upstreams) reconcile(c *config.Company) {
 		resolved upstream.Resolved
 	}
 	var starts []plan
-	var stops []*upstreamServer
+	var stops, refiles []*upstreamServer
 	u.mu.Lock()
 	want := map[string]bool{}
 	for _, w := range wantedInstances(c) {
@@ -100,6 +101,11 @@ func (u *upstreams) reconcile(c *config.Company) {
 			continue
 		}
 		if cur != nil && cur.inst != nil && cur.resolved.Digest == resolved.Digest && sameDecl(cur.decl, w.decl) {
+			if !reflect.DeepEqual(cur.decl.ToolAnnotations, w.decl.ToolAnnotations) {
+				// Overrides change the catalogue, not the server: refile
+				// its tools with the new hints, no restart.
+				refiles = append(refiles, cur)
+			}
 			cur.decl = w.decl
 			if cur.inst.Status().State == upstream.StateDown {
 				cur.inst.Retry()
@@ -135,6 +141,9 @@ func (u *upstreams) reconcile(c *config.Company) {
 	}
 	if len(stops) > 0 {
 		u.h.front.syncTools()
+	}
+	for _, s := range refiles {
+		u.refile(s, s.inst.Tools())
 	}
 
 	u.mu.Lock()
@@ -221,8 +230,8 @@ func (h *Hub) SeatRegistry(seat string) Registry {
 }
 
 // sameDecl compares what the running instance was built from beyond its
-// resolved spec: the prefix and overrides only change the catalogue, so a
-// change refiles without a restart.
+// resolved spec. A new prefix or start timeout restarts it; new
+// tool_annotations only refile its tools (see reconcile).
 func sameDecl(a, b config.MCPServer) bool {
 	return a.ToolPrefix == b.ToolPrefix && a.StartupTimeoutSeconds == b.StartupTimeoutSeconds
 }

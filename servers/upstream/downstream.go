@@ -58,11 +58,14 @@ type flights struct {
 	list []*flight
 }
 
+// add registers a call; d is nil for a call made for no client (an agent's
+// turn), which still counts, so its server's requests are never handed to
+// another call's client.
 func (fs *flights) add(d Downstream) *flight {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f := &flight{d: d}
-	if d.ProgressToken() != nil {
+	if d != nil && d.ProgressToken() != nil {
 		fs.next++
 		f.token = fmt.Sprintf("crewlet-%d", fs.next)
 	}
@@ -86,13 +89,13 @@ func (fs *flights) remove(f *flight) {
 func (fs *flights) only() (*flight, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	switch len(fs.list) {
-	case 0:
+	switch {
+	case len(fs.list) > 1:
+		return nil, errAmbiguous
+	case len(fs.list) == 0 || fs.list[0].d == nil:
 		return nil, errNoClient
-	case 1:
-		return fs.list[0], nil
 	}
-	return nil, errAmbiguous
+	return fs.list[0], nil
 }
 
 func (fs *flights) byToken(tok any) *flight {

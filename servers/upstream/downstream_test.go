@@ -28,4 +28,15 @@ func TestFlightsOnlyWhenUnambiguous(t *testing.T) {
 	if f, err := fs.only(); err != nil || f != b {
 		t.Fatalf("back to one: %v %v", f, err)
 	}
+	// A call made for no client (an agent's) counts too: its server's
+	// request is never handed to the other call's client.
+	agent := fs.add(nil)
+	if _, err := fs.only(); !errors.Is(err, errAmbiguous) {
+		t.Fatalf("a client's call beside an agent's: %v", err)
+	}
+	fs.remove(b)
+	if _, err := fs.only(); !errors.Is(err, errNoClient) {
+		t.Fatalf("an agent's call alone: %v", err)
+	}
+	fs.remove(agent)
 }

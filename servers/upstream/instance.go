@@ -142,15 +142,19 @@ type Instance struct {
 	features Features
 	flights  flights
 
-	retry  chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	// transport is the HTTP transport the instance made for itself, whose
+	// idle connections it closes when it stops.
+	transport *http.Transport
+	retry     chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
+	once      sync.Once
 }
 
 // Start begins supervising; it returns at once. Ready reports when the first
 // start is over, whatever its outcome.
 func Start(opts Options) *Instance {
+	var ownTransport *http.Transport
 	if opts.Schedule == nil {
 		opts.Schedule = &Schedule{}
 	}
@@ -173,17 +177,23 @@ func Start(opts Options) *Instance {
 		opts.Host = os.Environ()
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+		// The default transport's proxy settings and timeouts, with room
+		// for many concurrent calls to one server.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		opts.HTTPClient = &http.Client{Transport: t}
+		ownTransport = t
 	}
 	opts.Schedule.EnsureDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	i := &Instance{
-		opts:   opts,
-		log:    opts.Logger.With("server", opts.Spec.Name, "seat", opts.Seat),
-		status: Status{State: StateStarting, Since: time.Now()},
-		retry:  make(chan struct{}, 1),
-		cancel: cancel,
-		done:   make(chan struct{}),
+		opts:      opts,
+		log:       opts.Logger.With("server", opts.Spec.Name, "seat", opts.Seat),
+		status:    Status{State: StateStarting, Since: time.Now()},
+		retry:     make(chan struct{}, 1),
+		cancel:    cancel,
+		transport: ownTransport,
+		done:      make(chan struct{}),
 	}
 	go i.supervise(ctx)
 	return i
@@ -231,12 +241,10 @@ func (i *Instance) Call(ctx context.Context, name string, args json.RawMessage) 
 		a = args
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: a}
-	if d := downstreamFrom(ctx); d != nil {
-		f := i.flights.add(d)
-		defer i.flights.remove(f)
-		if f.token != "" {
-			params.SetProgressToken(f.token)
-		}
+	f := i.flights.add(downstreamFrom(ctx))
+	defer i.flights.remove(f)
+	if f.token != "" {
+		params.SetProgressToken(f.token)
 	}
 	res, err := sess.CallTool(ctx, params)
 	if err == nil {
@@ -295,6 +303,9 @@ func (i *Instance) Close() error {
 	i.once.Do(func() {
 		i.cancel()
 		<-i.done
+		if i.transport != nil {
+			i.transport.CloseIdleConnections()
+		}
 	})
 	return nil
 }
@@ -386,6 +397,9 @@ func (i *Instance) supervise(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+			// Stopped is in status before the calls in flight are told,
+			// so they say the engine stopped it.
+			i.setStatus(func(s *Status) { *s = Status{State: StateStopped, Since: time.Now(), Cause: "it was stopped"} })
 			i.closeConn(c)
 			close(c.recorded)
 			return
@@ -595,9 +609,14 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 		version = probe.version()
 		i.log.Info("server_handshake", "discover_answered", probe.answered, "supported_versions", probe.supported,
 			"discover_note", i.scrub(probe.err), "session", version != "")
-		i.mu.Lock()
-		i.probed, i.link = true, version
-		i.mu.Unlock()
+		// Remember what the server said, not that it said nothing: a probe
+		// that timed out while a package was still downloading is asked
+		// again on the next start.
+		if probe.answered || strings.HasPrefix(probe.err, "it refused") {
+			i.mu.Lock()
+			i.probed, i.link = true, version
+			i.mu.Unlock()
+		}
 		if c.child != nil && probe.answered && version != "" {
 			return c, errRespawn
 		}
