@@ -3,10 +3,12 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,4 +90,67 @@ func TestRootsReachTheCallingClient(t *testing.T) {
 	if res.IsError || !strings.Contains(resultText(res), "project-alpha") {
 		t.Fatalf("roots through the hub: %s", resultText(res))
 	}
+}
+
+// Clients share one upstream subscription per resource: one client leaving
+// does not silence another, and a server that restarts is subscribed again.
+func TestSubscriptionsSharedAndRestored(t *testing.T) {
+	bin := buildEverythingServer(t)
+	h := hubWithServers(t, fmt.Sprintf(`  - name: everything
+    command: %q
+`, bin))
+	type watcher struct {
+		cs      *mcp.ClientSession
+		updates chan string
+	}
+	watch := func() watcher {
+		w := watcher{updates: make(chan string, 64)}
+		client := mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "0"}, &mcp.ClientOptions{
+			ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+				select {
+				case w.updates <- r.Params.URI:
+				default:
+				}
+			},
+		})
+		tr := &mcp.StreamableClientTransport{Endpoint: h.mcpURL(), HTTPClient: &http.Client{Transport: bearerRT{e2eToken, http.DefaultTransport}}}
+		cs, err := client.Connect(ctxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		if err := cs.Subscribe(ctxT(t), &mcp.SubscribeParams{URI: "test://watched-resource"}); err != nil {
+			t.Fatal(err)
+		}
+		w.cs = cs
+		return w
+	}
+	expectUpdate := func(w watcher, why string) {
+		t.Helper()
+		// Drain what came before, then wait for a fresh update (the server
+		// sends one every 3 s).
+		for len(w.updates) > 0 {
+			<-w.updates
+		}
+		select {
+		case <-w.updates:
+		case <-time.After(8 * time.Second):
+			t.Fatalf("no resources/updated %s", why)
+		}
+	}
+	a, b := watch(), watch()
+	expectUpdate(b, "while subscribed")
+	if err := a.cs.Unsubscribe(ctxT(t), &mcp.UnsubscribeParams{URI: "test://watched-resource"}); err != nil {
+		t.Fatal(err)
+	}
+	expectUpdate(b, "after another client unsubscribed")
+	kids := childrenOf(h.cmd.Process.Pid)
+	if len(kids) != 1 {
+		t.Fatalf("children %v", kids)
+	}
+	if err := syscall.Kill(kids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	expectUpdate(b, "after the server restarted")
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -102,16 +103,13 @@ func (f *front) mirrorFeatures(server string, feats upstream.Features, inst func
 // else the server whose template the URI fits.
 func (f *front) ownerOfURI(uri string) *upstream.Instance {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if s, ok := f.owned.resources[uri]; ok {
-		return f.owned.insts[s]()
+	server := f.ownerLocked(uri)
+	get := f.owned.insts[server]
+	f.mu.Unlock()
+	if get == nil {
+		return nil
 	}
-	for tmpl, s := range f.owned.templates {
-		if prefix, _, ok := strings.Cut(tmpl, "{"); ok && strings.HasPrefix(uri, prefix) {
-			return f.owned.insts[s]()
-		}
-	}
-	return nil
+	return get()
 }
 
 func (f *front) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
@@ -143,20 +141,85 @@ func (f *front) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Co
 	return in.Complete(ctx, req.Params)
 }
 
+// subscribe forwards a client's subscription. Clients of the hub share one
+// subscription upstream per resource: the first subscriber opens it and the
+// last to leave closes it, so one client's unsubscribe never silences
+// another.
 func (f *front) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
-	in := f.ownerOfURI(req.Params.URI)
+	uri := req.Params.URI
+	in := f.ownerOfURI(uri)
 	if in == nil {
-		return fmt.Errorf("no MCP server of this hub offers %q", req.Params.URI)
+		return fmt.Errorf("no MCP server of this hub offers %q", uri)
 	}
-	return in.Subscribe(ctx, req.Params)
+	f.mu.Lock()
+	f.subs[uri]++
+	first := f.subs[uri] == 1
+	f.mu.Unlock()
+	if !first {
+		return nil
+	}
+	if err := in.Subscribe(ctx, req.Params); err != nil {
+		f.mu.Lock()
+		f.subs[uri]--
+		f.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 func (f *front) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
-	in := f.ownerOfURI(req.Params.URI)
-	if in == nil {
+	uri := req.Params.URI
+	f.mu.Lock()
+	if f.subs[uri] == 0 {
+		f.mu.Unlock()
 		return nil
 	}
-	return in.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: req.Params.URI})
+	f.subs[uri]--
+	last := f.subs[uri] == 0
+	if last {
+		delete(f.subs, uri)
+	}
+	f.mu.Unlock()
+	if !last {
+		return nil
+	}
+	if in := f.ownerOfURI(uri); in != nil {
+		return in.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri})
+	}
+	return nil
+}
+
+// resubscribe opens again, on a server that came back, the subscriptions
+// clients hold to its resources: a new session starts with none.
+func (f *front) resubscribe(server string, in *upstream.Instance) {
+	f.mu.Lock()
+	var uris []string
+	for uri, n := range f.subs {
+		if n > 0 && f.ownerLocked(uri) == server {
+			uris = append(uris, uri)
+		}
+	}
+	f.mu.Unlock()
+	for _, uri := range uris {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := in.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			f.h.log.Warn("resubscribe_failed", "server", server, "uri", uri, "error", err.Error())
+		}
+		cancel()
+	}
+}
+
+// ownerLocked names the server owning a URI; f.mu is held.
+func (f *front) ownerLocked(uri string) string {
+	if s, ok := f.owned.resources[uri]; ok {
+		return s
+	}
+	for tmpl, s := range f.owned.templates {
+		if prefix, _, ok := strings.Cut(tmpl, "{"); ok && strings.HasPrefix(uri, prefix) {
+			return s
+		}
+	}
+	return ""
 }
 
 // sessionDownstream hands what an upstream server sends during a call to the

@@ -36,6 +36,7 @@ type front struct {
 	mu        sync.Mutex
 	synced    map[string]string // tool name -> sdkKey, as the SDK has it
 	owned     *owners           // who owns each re-exported resource and prompt
+	subs      map[string]int    // resource uri -> clients subscribed through the hub
 	h         *Hub
 	server    *mcp.Server
 	stateful  *mcp.StreamableHTTPHandler
@@ -43,7 +44,7 @@ type front struct {
 }
 
 func newFront(h *Hub) *front {
-	f := &front{h: h, owned: newOwners()}
+	f := &front{h: h, owned: newOwners(), subs: map[string]int{}}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}, &mcp.ServerOptions{
 		Instructions: "The Crewlet hub's operator catalogue: the company's builtin tools and its MCP servers' tools, decided by your bearer token on every call.",
 		Logger:       quiet(h.log).With("component", "operator_mcp"),

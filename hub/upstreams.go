@@ -257,6 +257,18 @@ func (u *upstreams) start(decl config.MCPServer, seat string, resolved upstream.
 		Logger:       u.h.log.With("component", "upstream"),
 		OnTools:      func(tools []upstream.Tool) { u.refile(s, tools) },
 		OnFeatures:   func(feats upstream.Features) { u.refileFeatures(s, feats) },
+		OnConnected: func() {
+			if seat != "" {
+				return
+			}
+			u.mu.Lock()
+			current := u.byName[decl.Name] == s
+			in := s.inst
+			u.mu.Unlock()
+			if current && in != nil {
+				u.h.front.resubscribe(decl.Name, in)
+			}
+		},
 		OnResourceUpdated: func(ctx context.Context, p *mcp.ResourceUpdatedNotificationParams) {
 			_ = u.h.front.server.ResourceUpdated(ctx, p)
 		},

@@ -96,6 +96,9 @@ type Options struct {
 	// OnFeatures is called like OnTools with the server's resources,
 	// templates and prompts.
 	OnFeatures func(Features)
+	// OnConnected is called from the instance's goroutine after every start
+	// that brought the server up, first or restart.
+	OnConnected func()
 	// OnResourceUpdated is called when the server says a subscribed
 	// resource changed.
 	OnResourceUpdated func(context.Context, *mcp.ResourceUpdatedNotificationParams)
@@ -388,6 +391,9 @@ func (i *Instance) supervise(ctx context.Context) {
 		i.started = true
 		downSince, was = time.Time{}, ""
 		i.setStatus(func(s *Status) { *s = Status{State: StateRunning, Since: upAt} })
+		if i.opts.OnConnected != nil {
+			i.opts.OnConnected()
+		}
 
 		// Death watch (MCP-5): the process exiting, or the session ending
 		// while the process runs on.
