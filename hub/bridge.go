@@ -57,49 +57,52 @@ func (f *front) mirrorFeatures(server string, feats upstream.Features, inst func
 		return
 	}
 	o.insts[server] = inst
-	clash := func(kind, key, other string) {
-		f.h.log.Warn("mcp_server_feature_collision", "server", server, "kind", kind, "key", key, "owner", other)
+	// claim files key under this server unless another server offers it.
+	claim := func(m map[string]string, kind, key string) bool {
+		if other, ok := m[key]; ok {
+			f.h.log.Warn("mcp_server_feature_collision", "server", server, "kind", kind, "key", key, "owner", other)
+			return false
+		}
+		m[key] = server
+		return true
+	}
+	running := func() (*upstream.Instance, error) {
+		if in := inst(); in != nil {
+			return in, nil
+		}
+		return nil, fmt.Errorf("the MCP server %q is no longer running on this node", server)
 	}
 	read := func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		in := inst()
-		if in == nil {
-			return nil, fmt.Errorf("the MCP server %q is no longer running on this node", server)
+		in, err := running()
+		if err != nil {
+			return nil, err
 		}
 		return in.ReadResource(ctx, req.Params)
 	}
 	for _, r := range feats.Resources {
-		if other, ok := o.resources[r.URI]; ok {
-			clash("resource", r.URI, other)
-			continue
+		if claim(o.resources, "resource", r.URI) {
+			f.server.AddResource(r, read)
 		}
-		o.resources[r.URI] = server
-		f.server.AddResource(r, read)
 	}
 	for _, t := range feats.Templates {
-		if other, ok := o.templates[t.URITemplate]; ok {
-			clash("resource template", t.URITemplate, other)
-			continue
+		if claim(o.templates, "resource template", t.URITemplate) {
+			f.server.AddResourceTemplate(t, read)
 		}
-		o.templates[t.URITemplate] = server
-		f.server.AddResourceTemplate(t, read)
 	}
 	for _, p := range feats.Prompts {
-		if other, ok := o.prompts[p.Name]; ok {
-			clash("prompt", p.Name, other)
-			continue
+		if claim(o.prompts, "prompt", p.Name) {
+			f.server.AddPrompt(p, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				in, err := running()
+				if err != nil {
+					return nil, err
+				}
+				return in.GetPrompt(ctx, req.Params)
+			})
 		}
-		o.prompts[p.Name] = server
-		f.server.AddPrompt(p, func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
-			in := inst()
-			if in == nil {
-				return nil, fmt.Errorf("the MCP server %q is no longer running on this node", server)
-			}
-			return in.GetPrompt(ctx, req.Params)
-		})
 	}
 }
 
-// ownerOf finds the instance that owns a resource URI: an exact resource,
+// ownerOfURI finds the instance that owns a resource URI: an exact resource,
 // else the server whose template the URI fits.
 func (f *front) ownerOfURI(uri string) *upstream.Instance {
 	f.mu.Lock()

@@ -7,6 +7,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 )
 
@@ -44,4 +45,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "crewlet:", err)
 		os.Exit(1)
 	}
+}
+
+// newLogger is the JSON log on stderr every command writes; -debug lowers
+// its level. Stdout is left to the command (the MCP stream, for stdio).
+func newLogger(debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
