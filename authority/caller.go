@@ -33,6 +33,29 @@ type Caller struct {
 	// OperatorID is the credential behind an operator-surface call. It is
 	// recorded beside every write whatever seat the write is attributed to.
 	OperatorID string `json:"operator_id,omitempty"`
+	// Admin says the credential behind an operator-surface call is an
+	// administrator's. A seat's own administrator flag lives in the
+	// directory; this carries the one an unbound credential has, which no
+	// seat can vouch for (see IsAdmin).
+	Admin bool `json:"admin,omitempty"`
+}
+
+// IsAdmin reports whether the caller may do what the company gives its
+// administrators: an administrator's credential, or a person whose seat the
+// directory marks admin. An agent seat is never one, whatever a credential
+// says: administration is a person's.
+func IsAdmin(c Caller, d *Directory) bool {
+	if c.Kind == KindAgent {
+		return false
+	}
+	if c.Admin {
+		return true
+	}
+	if d == nil || c.Kind != KindHuman {
+		return false
+	}
+	s, ok := d.Seat(c.Seat)
+	return ok && s.Admin
 }
 
 // Valid reports whether the caller names an identity at all; a first-party

@@ -29,7 +29,7 @@ type Principal struct {
 // token writes as its seat with kind human, an unbound one as token:<id> with
 // kind operator, and the credential is always kept as operator_id.
 func (p Principal) Caller() Caller {
-	c := Caller{Seat: p.Seat, Kind: KindHuman, OperatorID: p.TokenID}
+	c := Caller{Seat: p.Seat, Kind: KindHuman, OperatorID: p.TokenID, Admin: p.Admin}
 	if p.Seat == "" {
 		c.Seat, c.Kind = TokenLoginPrefix+p.TokenID, KindOperator
 	}

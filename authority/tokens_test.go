@@ -105,3 +105,38 @@ func TestDirectoryLookupCaseInsensitive(t *testing.T) {
 		t.Fatal("unit lookup failed")
 	}
 }
+
+// OPS-3/OPS-4: who may do what the company gives its administrators. An
+// unbound administrator's credential is one; an agent seat never is, even
+// with a credential that says so.
+func TestIsAdmin(t *testing.T) {
+	d := NewDirectory(nil, []Seat{
+		{Handle: "ada", Kind: SeatHuman, Admin: true},
+		{Handle: "bob", Kind: SeatHuman},
+		{Handle: "helper", Kind: SeatAgent, Admin: true},
+	})
+	for _, tc := range []struct {
+		name string
+		c    Caller
+		want bool
+	}{
+		{"admin person", Caller{Seat: "ada", Kind: KindHuman}, true},
+		{"plain person", Caller{Seat: "bob", Kind: KindHuman}, false},
+		{"plain person's admin credential", Caller{Seat: "bob", Kind: KindHuman, Admin: true}, true},
+		{"unbound admin credential", Caller{Seat: "token:ci", Kind: KindOperator, Admin: true}, true},
+		{"unbound plain credential", Caller{Seat: "token:ro", Kind: KindOperator}, false},
+		{"agent seat marked admin", Caller{Seat: "helper", Kind: KindAgent}, false},
+		{"agent seat with an admin flag", Caller{Seat: "helper", Kind: KindAgent, Admin: true}, false},
+		{"nobody the directory knows", Caller{Seat: "zed", Kind: KindHuman}, false},
+	} {
+		if got := IsAdmin(tc.c, d); got != tc.want {
+			t.Errorf("%s: IsAdmin = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := (Principal{TokenID: "ci", Admin: true}).Caller(); !got.Admin || !IsAdmin(got, d) {
+		t.Errorf("an unbound admin token's caller %+v is not an administrator", got)
+	}
+	if got := (Principal{TokenID: "ro"}).Caller(); got.Admin || IsAdmin(got, d) {
+		t.Errorf("a plain unbound token's caller %+v is an administrator", got)
+	}
+}

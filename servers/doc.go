@@ -27,4 +27,10 @@ const (
 	// MetaSource carries the catalogue source of a tool on the hub's own
 	// listings (builtin or mcp:<server>).
 	MetaSource = "crewlet/source"
+	// MetaAudience carries AudienceOperator on a tool that only people reach
+	// (the operator surface) and no seat is ever offered.
+	MetaAudience = "crewlet/audience"
 )
+
+// AudienceOperator marks a tool served on the operator surface only.
+const AudienceOperator = "operator"

@@ -28,15 +28,26 @@ type Tool struct {
 	// Delivers names where a call puts something in front of somebody
 	// outside the turn (CAT-8); empty for a tool that reaches nobody.
 	Delivers string
+	// OperatorOnly marks a tool people reach on the operator surface and no
+	// seat is offered (TRK-6, OPS-3). It travels in the listing's _meta, so
+	// the hub can keep it out of every seat's registry; the tool still
+	// decides its own authority on each call.
+	OperatorOnly bool
 
-	build func(t Trust, log *slog.Logger) (*mcp.Tool, mcp.ToolHandler, error)
+	build func(self Tool, t Trust, log *slog.Logger) (*mcp.Tool, mcp.ToolHandler, error)
+}
+
+// ForOperators returns the row marked operator-only.
+func (t Tool) ForOperators() Tool {
+	t.OperatorOnly = true
+	return t
 }
 
 // Typed declares a tool whose input schema comes from In and whose output is
 // an Out, marshalled as JSON.
 func Typed[In, Out any](name, description string, hints Hints, delivers string, h Handler[In, Out]) Tool {
 	tool := Tool{Name: name, Description: description, Hints: hints, Delivers: delivers}
-	tool.build = func(trust Trust, log *slog.Logger) (*mcp.Tool, mcp.ToolHandler, error) {
+	tool.build = func(self Tool, trust Trust, log *slog.Logger) (*mcp.Tool, mcp.ToolHandler, error) {
 		in, err := jsonschema.For[In](nil)
 		if err != nil {
 			return nil, nil, fmt.Errorf("tool %s: input schema: %w", name, err)
@@ -56,6 +67,9 @@ func Typed[In, Out any](name, description string, hints Hints, delivers string, 
 			InputSchema: in,
 			Annotations: Annotations(hints),
 			Meta:        mcp.Meta{MetaHints: hints, MetaDelivers: delivers},
+		}
+		if self.OperatorOnly {
+			def.Meta[MetaAudience] = AudienceOperator
 		}
 		handler := func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			caller, err := trust.Caller(req)
@@ -159,7 +173,7 @@ func Register(s *mcp.Server, trust Trust, log *slog.Logger, tools ...Tool) {
 			panic("servers: tool " + t.Name + " declared twice")
 		}
 		seen[t.Name] = true
-		def, h, err := t.build(trust, log)
+		def, h, err := t.build(t, trust, log)
 		if err != nil {
 			panic("servers: " + err.Error())
 		}

@@ -255,10 +255,19 @@ func TestToolSurface(t *testing.T) {
 			t.Errorf("%s: write hints %+v delivers %q", tool.Name, tool.Hints, tool.Delivers)
 		}
 	}
+	// TRK-6: eighteen tools for seats; the catalogue write is the
+	// operator surface's alone, and says so in its listing.
+	var operatorOnly []string
 	for _, tool := range lt.Tools {
 		for _, v := range toolsnap.Rules(tool) {
 			t.Error(v)
 		}
+		if tool.Meta[servers.MetaAudience] == servers.AudienceOperator {
+			operatorOnly = append(operatorOnly, tool.Name)
+		}
+	}
+	if !slices.Equal(operatorOnly, []string{"write_work_catalogue"}) {
+		t.Errorf("operator-only tools %v, want [write_work_catalogue]", operatorOnly)
 	}
 	toolsnap.Check(t, "testdata/toolsnaps", lt.Tools)
 	_ = mcp.Tool{}

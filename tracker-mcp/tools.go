@@ -48,7 +48,7 @@ func Tools(d Deps) []servers.Tool {
 			readHints, "", s.getWorkCatalogue),
 		servers.Typed("write_work_catalogue",
 			"Replace the work catalogue's statuses and priorities, whole. For people (an administrator or a unit lead), not seats. A status items still carry cannot be left out.",
-			wholeHints, Delivers, s.writeWorkCatalogue),
+			wholeHints, Delivers, s.writeWorkCatalogue).ForOperators(),
 		servers.Typed("list_activity",
 			"The tracker's activity feed, newest first: who changed what, described in a line, optionally for one project or item.",
 			readHints, "", s.listActivity),
