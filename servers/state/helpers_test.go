@@ -251,6 +251,19 @@ func asRefusal(t testing.TB, err error, class authority.Class) *authority.Refusa
 	return r
 }
 
+// asUnknown checks that err says the write's outcome is unknown (or, with
+// cannotTell, that the ledger could not vouch for it) under id.
+func asUnknown(t testing.TB, err error, id OpID, cannotTell bool) {
+	t.Helper()
+	var u *UnknownOutcome
+	if !errors.As(err, &u) {
+		t.Fatalf("error %v is not an unknown outcome", err)
+	}
+	if u.OpID != id || u.CannotTell != cannotTell {
+		t.Fatalf("unknown outcome %+v, want op %s cannot-tell %v", u, id, cannotTell)
+	}
+}
+
 func mustContain(t testing.TB, s string, parts ...string) {
 	t.Helper()
 	for _, p := range parts {

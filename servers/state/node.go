@@ -51,6 +51,11 @@ type Op struct {
 	Payload json.RawMessage
 	// Caller is who made the call, recorded for attribution.
 	Caller authority.Caller
+	// TurnStart is when the caller's turn (Caller.TurnKey) first wrote, for
+	// a seat's call. The first operation of a turn that reaches the
+	// projection records it, so a retry of the turn derives the same
+	// op_ids even on a node that restarted in between (see TurnStart).
+	TurnStart time.Time
 	// At is when the operation was asked for. Write sets it if zero. It is
 	// the time a projector may record: every node sees the same value.
 	At time.Time
@@ -326,6 +331,24 @@ type noCloseReader struct{ pebble.Reader }
 
 func (noCloseReader) Close() error { return nil }
 
+// TurnStart is when turn first wrote, as the projection recorded it from
+// the first of its operations to land; ok is false when none has yet.
+func (n *Node) TurnStart(turn string) (t time.Time, ok bool) {
+	if turn == "" || !n.enter() {
+		return time.Time{}, false
+	}
+	defer n.users.Done()
+	ms, found, err := readU64(n.db, []byte(turnKey+turn))
+	if err != nil {
+		n.logger.Error("state: read of a turn's start failed", "turn", turn, "err", err)
+		return time.Time{}, false
+	}
+	if !found {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(int64(ms)), true
+}
+
 // Vouches reports what this node's ledger holds for id. ok true: the answer
 // is what the ledger knows — the recorded answer, or (Outcome empty) that
 // the operation has not reached this node's projection. ok false: the ledger
@@ -371,8 +394,9 @@ func (n *Node) lookup(id OpID) (Answer, bool, error) {
 //   - an operation the ledger already holds answers what it answered before,
 //     without writing it again;
 //   - otherwise it is appended; if the log cannot say whether it was stored
-//     the answer is Unknown, with no position, and an unavailable refusal
-//     telling the caller to repeat exactly the same call;
+//     the answer is Unknown, with no position, and an *UnknownOutcome
+//     error (also when the ledger cannot vouch for an old op_id, which is
+//     then not appended at all);
 //   - once stored, the write waits (up to ProjectionWait) for this node's
 //     projection to apply it and answers Applied with the projector's
 //     result, or Pending with the position if the wait ran out.
@@ -387,11 +411,8 @@ func (n *Node) Write(ctx context.Context, op Op) (Answer, error) {
 
 	if op.ID == "" {
 		op.ID = NewOpID(op.Tool, op.Args)
-	} else if !op.ID.Valid() {
-		return Answer{}, authority.Refuse(authority.Invalid, "op_id %q is not an op_id this hub hands out; nothing was written. Send the op_id exactly as an earlier answer gave it, or leave it out to make a new operation.", string(op.ID))
-	} else if !op.ID.Matches(op.Tool, op.Args) {
-		return Answer{}, authority.Refuse(authority.Invalid, "op_id %s was handed out for a different call (another tool, or other arguments), so nothing was written. It finishes only the call it came with, sent again unchanged; to make this call, leave op_id out.", op.ID).
-			WithData("op_id", string(op.ID))
+	} else if _, err := CheckOpID(string(op.ID), op.Tool, op.Args); err != nil {
+		return Answer{}, err
 	}
 	if _, ok := n.projectors[op.Kind]; !ok {
 		n.logger.Error("state: write of an operation kind no projector applies", "kind", op.Kind, "tool", op.Tool)
@@ -406,9 +427,7 @@ func (n *Node) Write(ctx context.Context, op Op) (Answer, error) {
 	} else if !n.reaches(op.ID) {
 		// The operation may have landed before the oldest row this ledger
 		// keeps. Appending it again could apply it twice, so do not.
-		return Answer{Outcome: Unknown, OpID: op.ID}, authority.Refuse(authority.Unavailable,
-			"This node cannot tell whether operation %s already landed: it began before the oldest operation this node keeps a record of. Nothing new was written. Look for what the call would have done before making it again.", op.ID).
-			WithData("op_id", string(op.ID)).WithData("outcome", string(Unknown))
+		return Answer{Outcome: Unknown, OpID: op.ID}, &UnknownOutcome{OpID: op.ID, CannotTell: true}
 	}
 
 	if op.At.IsZero() {
@@ -428,11 +447,11 @@ func (n *Node) Write(ctx context.Context, op Op) (Answer, error) {
 				WithData("op_id", string(op.ID))
 		}
 		n.logger.Warn("state: append outcome unknown", "op_id", op.ID, "err", err)
-		return Answer{Outcome: Unknown, OpID: op.ID}, unknownRefusal(op.ID)
+		return Answer{Outcome: Unknown, OpID: op.ID}, &UnknownOutcome{OpID: op.ID}
 	}
 	if len(positions) != 1 || positions[0] == 0 {
 		n.logger.Error("state: the log answered an append without its position", "op_id", op.ID, "positions", positions)
-		return Answer{Outcome: Unknown, OpID: op.ID}, unknownRefusal(op.ID)
+		return Answer{Outcome: Unknown, OpID: op.ID}, &UnknownOutcome{OpID: op.ID}
 	}
 	pos := positions[0]
 
@@ -463,12 +482,22 @@ func refusalErr(a Answer) error {
 	return nil
 }
 
-// unknownRefusal is what a caller hears when an append's fate is unknown.
-// It names no position and nothing the write would have created.
-func unknownRefusal(id OpID) error {
-	return authority.Refuse(authority.Unavailable,
-		"The write may or may not have landed: its acknowledgement was lost (operation %s). Send the same call again with exactly the same arguments before anything else with this tool; an unchanged repeat is that same operation and takes effect only once.", id).
-		WithData("op_id", string(id)).WithData("outcome", string(Unknown))
+// UnknownOutcome is the error of a write whose fate this node cannot
+// state: the log's acknowledgement was lost, or (CannotTell) the operation
+// is older than anything the ledger reaches, so it was not appended again.
+// It is not a refusal: what to tell the caller depends on the call (which
+// tool, a seat's turn or an operator's op_id, what the write would have
+// made), and the write kit in package servers says it.
+type UnknownOutcome struct {
+	OpID       OpID
+	CannotTell bool
+}
+
+func (e *UnknownOutcome) Error() string {
+	if e.CannotTell {
+		return fmt.Sprintf("state: this node's ledger cannot tell whether operation %s landed", e.OpID)
+	}
+	return fmt.Sprintf("state: the outcome of operation %s is unknown", e.OpID)
 }
 
 // pebbleLogger sends pebble's own messages to the node's log.

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/crewlet/hub/authority"
 )
 
 // OpID names one operation: one call of one tool with one set of arguments.
@@ -84,6 +86,23 @@ func ParseOpID(s string) (OpID, error) {
 		return "", errors.New("the part of an op_id after the dot is not a digest")
 	}
 	return OpID(s), nil
+}
+
+// CheckOpID decides whether an op_id a caller brought back may name a call
+// of tool with args, and answers it parsed. It is the one place that says
+// what is wrong with an op_id (OPS-5): malformed, or handed out for another
+// tool or other arguments. Both are refused invalid, before anything is
+// read or written, because the op_id is the caller's input.
+func CheckOpID(given, tool string, args json.RawMessage) (OpID, error) {
+	id, err := ParseOpID(given)
+	if err != nil {
+		return "", authority.Refuse(authority.Invalid, "op_id %q is not an op_id this hub hands out (%v); nothing was written. Send it exactly as an earlier answer gave it, or leave it out to make a new operation.", given, err)
+	}
+	if !id.Matches(tool, args) {
+		return "", authority.Refuse(authority.Invalid, "op_id %s was handed out for a different call (another tool, or other arguments), so nothing was written. It finishes only the call it came with, sent again unchanged; to make this call, leave op_id out.", id).
+			WithData("op_id", given)
+	}
+	return id, nil
 }
 
 // Valid reports whether id is well formed.

@@ -72,3 +72,15 @@ func TestOpID(t *testing.T) {
 		}
 	}
 }
+
+// OPS-5: the tool name is length-prefixed inside the digest, so a tool name
+// cannot borrow the start of the arguments: "ar" called with {} and "a"
+// called with the raw bytes `j{}` would otherwise digest the same bytes.
+func TestOpIDToolNameCannotSpliceIntoArgs(t *testing.T) {
+	if NewOpID("ar", json.RawMessage(`{}`)).Matches("a", json.RawMessage(`j{}`)) {
+		t.Fatal("an op_id for tool ar with {} matches tool a with j{}")
+	}
+	if _, err := CheckOpID(string(NewOpID("ar", json.RawMessage(`{}`))), "a", json.RawMessage(`j{}`)); err == nil {
+		t.Fatal("CheckOpID accepted an op_id of another tool")
+	}
+}

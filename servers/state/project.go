@@ -24,24 +24,26 @@ var (
 	keyPosition = []byte("\x00state/position")
 	keyHorizon  = []byte("\x00state/horizon")
 	ledgerKey   = "\x00state/ledger/"
+	turnKey     = "\x00state/turn/" // + turn key -> Unix ms of its first write
 )
 
 // record is an Op as stored in the log. Args are not stored: the op_id's
 // digest already stands for them, and a call's arguments can be large.
 type record struct {
-	V       int              `json:"v"`
-	ID      OpID             `json:"id"`
-	Tool    string           `json:"tool"`
-	Kind    string           `json:"kind"`
-	Payload json.RawMessage  `json:"payload,omitempty"`
-	Caller  authority.Caller `json:"caller,omitzero"`
-	At      time.Time        `json:"at"`
+	V         int              `json:"v"`
+	ID        OpID             `json:"id"`
+	Tool      string           `json:"tool"`
+	Kind      string           `json:"kind"`
+	Payload   json.RawMessage  `json:"payload,omitempty"`
+	Caller    authority.Caller `json:"caller,omitzero"`
+	At        time.Time        `json:"at"`
+	TurnStart time.Time        `json:"turn_start,omitzero"`
 }
 
 const recordVersion = 1
 
 func encodeRecord(op Op) ([]byte, error) {
-	return json.Marshal(record{V: recordVersion, ID: op.ID, Tool: op.Tool, Kind: op.Kind, Payload: op.Payload, Caller: op.Caller, At: op.At})
+	return json.Marshal(record{V: recordVersion, ID: op.ID, Tool: op.Tool, Kind: op.Kind, Payload: op.Payload, Caller: op.Caller, At: op.At, TurnStart: op.TurnStart})
 }
 
 func decodeRecord(data []byte) (Op, error) {
@@ -55,7 +57,7 @@ func decodeRecord(data []byte) (Op, error) {
 	if !r.ID.Valid() {
 		return Op{}, fmt.Errorf("malformed op_id %q", r.ID)
 	}
-	return Op{ID: r.ID, Tool: r.Tool, Kind: r.Kind, Payload: r.Payload, Caller: r.Caller, At: r.At}, nil
+	return Op{ID: r.ID, Tool: r.Tool, Kind: r.Kind, Payload: r.Payload, Caller: r.Caller, At: r.At, TurnStart: r.TurnStart}, nil
 }
 
 // ledgerRow is an operation's recorded answer.
@@ -92,25 +94,27 @@ func getLedger(r pebble.Reader, id OpID) (ledgerRow, bool, error) {
 	return row, true, nil
 }
 
-func readMeta(r pebble.Reader) (pos uint64, horizon int64, err error) {
-	read := func(k []byte) (uint64, error) {
-		v, closer, err := r.Get(k)
-		if errors.Is(err, pebble.ErrNotFound) {
-			return 0, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		defer closer.Close()
-		if len(v) != 8 {
-			return 0, fmt.Errorf("%q holds %d bytes, not 8", k, len(v))
-		}
-		return binary.BigEndian.Uint64(v), nil
+// readU64 reads one of the node's own big-endian counters.
+func readU64(r pebble.Reader, k []byte) (v uint64, found bool, err error) {
+	b, closer, err := r.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
 	}
-	if pos, err = read(keyPosition); err != nil {
+	if err != nil {
+		return 0, false, err
+	}
+	defer closer.Close()
+	if len(b) != 8 {
+		return 0, false, fmt.Errorf("%q holds %d bytes, not 8", k, len(b))
+	}
+	return binary.BigEndian.Uint64(b), true, nil
+}
+
+func readMeta(r pebble.Reader) (pos uint64, horizon int64, err error) {
+	if pos, _, err = readU64(r, keyPosition); err != nil {
 		return 0, 0, err
 	}
-	h, err := read(keyHorizon)
+	h, _, err := readU64(r, keyHorizon)
 	return pos, int64(h), err
 }
 
@@ -191,6 +195,11 @@ func (n *Node) apply(e Entry) error {
 		if err := b.Set([]byte(ledgerKey+string(op.ID)), v, nil); err != nil {
 			return err
 		}
+		// Recorded whether the operation landed or was refused: either
+		// way the turn wrote, and its retry must mint the same ids.
+		if err := recordTurn(b, op); err != nil {
+			return err
+		}
 	}
 	// The horizon is written after the projector ran, so the reserved-key
 	// check sees only the projector's own writes.
@@ -211,6 +220,19 @@ func (n *Node) apply(e Entry) error {
 	n.horizon.Store(horizon)
 	n.advance(e.Position)
 	return nil
+}
+
+// recordTurn keeps when a seat's turn first wrote, if this is the first of
+// its operations to land.
+func recordTurn(b *pebble.Batch, op Op) error {
+	if op.Caller.TurnKey == "" || op.TurnStart.IsZero() {
+		return nil
+	}
+	k := []byte(turnKey + op.Caller.TurnKey)
+	if _, found, err := readU64(b, k); err != nil || found {
+		return err
+	}
+	return b.Set(k, u64(uint64(op.TurnStart.UnixMilli())), nil)
 }
 
 // project runs op's projector. It returns the ledger row to record and, when
