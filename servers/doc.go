@@ -9,6 +9,10 @@
 // and run standalone over stdio or HTTP; only its Trust differs.
 package servers
 
+// Version is the version of the hub and of every first-party server, as
+// each identifies itself in handshakes.
+const Version = "0.1.0"
+
 // Metadata keys shared by the hub and first-party servers.
 const (
 	// MetaCaller carries the authority.Caller of a tools/call request.
