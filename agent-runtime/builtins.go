@@ -58,7 +58,7 @@ func BuiltinTools(dir DirectorySource) []servers.Tool {
 // NewBuiltinServer serves the built-in tools as a first-party MCP server that
 // believes caller metadata only under trust.
 func NewBuiltinServer(dir DirectorySource, trust servers.Trust, log *slog.Logger) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "crewlet-builtins", Version: "0.1.0"}, &mcp.ServerOptions{Logger: log})
+	s := mcp.NewServer(&mcp.Implementation{Name: "crewlet-builtins", Version: servers.Version}, &mcp.ServerOptions{Logger: log})
 	servers.Register(s, trust, log, BuiltinTools(dir)...)
 	return s
 }

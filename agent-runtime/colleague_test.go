@@ -1,13 +1,13 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"testing"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/serverstest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -71,26 +71,13 @@ func TestDistance(t *testing.T) {
 // The tool through a real MCP client: a match, candidates, a withheld person
 // with no accounts, not_found and invalid.
 func TestLookupColleagueTool(t *testing.T) {
-	trust, proof := servers.InProcessTrust()
 	dir := testDirectory()
-	s := NewBuiltinServer(func() *authority.Directory { return dir }, trust, nil)
-	st, ct := mcp.NewInMemoryTransports()
-	ctx := context.Background()
-	ss, err := s.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cs.Close(); ss.Wait() }()
+	c := serverstest.Connect(t, func(trust servers.Trust) *mcp.Server {
+		return NewBuiltinServer(func() *authority.Directory { return dir }, trust, nil)
+	})
 	caller := authority.Caller{Seat: "alan", Kind: authority.KindAgent, Requester: "ada", TurnKey: "t1"}
 	lookup := func(q string) (*mcp.CallToolResult, lookupOut) {
-		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "lookup_colleague", Arguments: map[string]any{"query": q}, Meta: servers.CallerMeta(caller, proof)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := c.Raw(caller, "lookup_colleague", map[string]any{"query": q})
 		var out lookupOut
 		if !res.IsError {
 			b, _ := json.Marshal(res.StructuredContent)

@@ -1,11 +1,11 @@
 package agent
 
 import (
-	"context"
 	"testing"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/serverstest"
 	"github.com/crewlet/hub/servers/toolsnap"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -13,20 +13,10 @@ import (
 // The builtin tool surface, frozen in testdata/toolsnaps, and the rules every
 // builtin tool keeps.
 func TestBuiltinToolSurface(t *testing.T) {
-	trust, _ := servers.InProcessTrust()
-	s := NewBuiltinServer(func() *authority.Directory { return testDirectory() }, trust, nil)
-	st, ct := mcp.NewInMemoryTransports()
-	ctx := context.Background()
-	ss, err := s.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "snap", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cs.Close(); ss.Wait() }()
-	lt, err := cs.ListTools(ctx, nil)
+	c := serverstest.Connect(t, func(trust servers.Trust) *mcp.Server {
+		return NewBuiltinServer(func() *authority.Directory { return testDirectory() }, trust, nil)
+	})
+	lt, err := c.CS.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,8 +3,6 @@ package tracker
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -30,11 +29,11 @@ type createIn struct {
 	Parent              string   `json:"parent,omitempty" jsonschema:"key of the item this is a subtask of"`
 	Ask                 string   `json:"ask,omitempty" jsonschema:"file the item as this question to the assignee"`
 	Decision            []string `json:"decision,omitempty" jsonschema:"with ask: the options the assignee chooses between"`
-	OpID                string   `json:"op_id,omitempty" jsonschema:"operator surface only: the op_id an earlier answer gave, sent with the same arguments to finish that call"`
+	servers.OpIDArg
 }
 
 type createOut struct {
-	writeOut
+	servers.WriteOut
 	Key          string `json:"key,omitempty"`
 	ID           string `json:"id,omitempty"`
 	Version      int    `json:"version,omitempty"`
@@ -46,100 +45,146 @@ type createOut struct {
 	Question     bool   `json:"question,omitempty"`
 }
 
+type createPayload struct {
+	Project     projectDecl `json:"project"`
+	Key         string      `json:"key"` // proposed by the tool; used when still free
+	Title       string      `json:"title"`
+	Description string      `json:"description,omitempty"`
+	Status      string      `json:"status"`
+	Assignee    string      `json:"assignee,omitempty"`
+	Triage      bool        `json:"triage,omitempty"`
+	Priority    string      `json:"priority,omitempty"`
+	Labels      []string    `json:"labels,omitempty"`
+	Parent      string      `json:"parent,omitempty"`
+	Question    *question   `json:"question,omitempty"`
+	// Via says how the assignee was chosen: argument, project_default or
+	// triage.
+	Via string `json:"via"`
+}
+
 func (s *srv) createWorkItem(ctx context.Context, c authority.Caller, in createIn) (createOut, error) {
-	given := in.OpID
-	in.OpID = ""
-	oc, err := s.begin(c, "create_work_item", in, given, false)
+	call, err := s.w.Begin(c, "create_work_item", &in, false)
 	if err != nil {
 		return createOut{}, err
 	}
-	if a, ok, err := s.recorded(oc); ok || err != nil {
-		return s.createAnswer(oc, a, "", err)
-	}
-	if strings.TrimSpace(in.Title) == "" {
-		return createOut{}, authority.Refuse(authority.Invalid, "title is empty; say in one line what the work is.")
-	}
-	var (
-		decl projectDecl
-		pl   createPayload
-		next int
-	)
-	err = s.view(func(r pebble.Reader) error {
-		d, p, err := s.resolveProject(r, c, in.Project)
+	var proposed string
+	wo, res, err := servers.Write[itemResult](ctx, s.w, call, func(r pebble.Reader) (servers.Intent, error) {
+		pl, err := s.decideCreate(r, c, in)
 		if err != nil {
-			return err
+			return servers.Intent{}, err
 		}
-		decl = d
+		var first []servers.Step
+		if in.LabelsCreateMissing && len(pl.Labels) > 0 {
+			step, err := declareLabels(pl.Project, pl.Labels, "create_work_item", "The item was not filed")
+			if err != nil {
+				return servers.Intent{}, err
+			}
+			first = append(first, step)
+		}
+		p, err := readProject(r, pl.Project.Key)
+		if err != nil {
+			return servers.Intent{}, err
+		}
+		next := 0
 		if p != nil {
 			next = p.Next
 		}
-		cat, err := readCatalogue(r)
-		if err != nil {
-			return err
-		}
-		pl = createPayload{common: oc.common, Project: decl, Title: in.Title, Description: unfence(in.Description),
-			Status: in.Status, Priority: in.Priority, Labels: dedupe(in.Labels)}
-		if pl.Status == "" {
-			pl.Status = cat.firstOpen()
-		} else if _, ok := cat.status(pl.Status); !ok {
-			return authority.Refuse(authority.Invalid, "status %q is not in the work catalogue (%s).", pl.Status, strings.Join(cat.statusKeys(), ", "))
-		}
-		if pl.Priority != "" && !slices.Contains(cat.Priorities, pl.Priority) {
-			return authority.Refuse(authority.Invalid, "priority %q is not in the work catalogue (%s).", pl.Priority, strings.Join(cat.Priorities, ", "))
-		}
-		if len(pl.Labels) > 0 && !in.LabelsCreateMissing {
-			have := &project{Key: decl.Key}
-			if p != nil {
-				have = p
-			}
-			if err := checkLabels(have, pl.Labels); err != nil {
-				return err
-			}
-		}
-		if in.Parent != "" {
-			parent, err := readItem(r, in.Parent)
-			if err != nil {
-				return err
-			}
-			if parent == nil {
-				return authority.Refuse(authority.Invalid, "parent %s names no work item; file it without a parent or name an existing item.", in.Parent)
-			}
-			pl.Parent = parent.Key
-		}
-		switch {
-		case in.Assignee != "":
-			h, err := s.seatArg("assignee", in.Assignee)
-			if err != nil {
-				return err
-			}
-			pl.Assignee, pl.Via = h, "argument"
-		case p != nil && p.DefaultAssignee != "":
-			pl.Assignee, pl.Via = p.DefaultAssignee, "project_default"
-		default:
-			pl.Assignee, pl.Triage, pl.Via = s.lead(decl), true, "triage"
-		}
-		return nil
+		pl.Key = s.proposeKey(call.ID, pl.Project.Key, next)
+		proposed = pl.Key
+		return servers.Intent{Kind: kindCreate, Payload: pl, What: "the item", First: first,
+			IfUnknown:   fmt.Sprintf("If it was filed, the key it has is %s; that is not a receipt. ", pl.Key),
+			UnknownData: map[string]any{"key_if_filed": pl.Key}}, nil
 	})
 	if err != nil {
 		return createOut{}, err
 	}
+	out := createOut{WriteOut: wo}
+	if wo.Outcome == state.Pending {
+		out.Key = proposed
+	}
+	if res == nil {
+		return out, nil
+	}
+	s.mu.Lock()
+	delete(s.minted, call.ID)
+	s.mu.Unlock()
+	out.Key, out.ID, out.Version, out.Project, out.Status, out.Assignee = res.Key, res.ID, res.Version, res.Project, res.Status, res.Assignee
+	out.AssignedBy, out.Question = res.Via, res.Question
+	switch res.Via {
+	case "argument":
+		out.AssigneeNote = "Assigned to " + res.Assignee + ", as asked."
+	case "project_default":
+		out.AssigneeNote = "No assignee was named, so it went to " + res.Assignee + ", the project's default assignee."
+	case "triage":
+		if res.Assignee == "" {
+			out.AssigneeNote = "No assignee was named and the project has neither a default assignee nor a lead: it waits unassigned in triage."
+		} else {
+			out.AssigneeNote = "No assignee was named and the project has no default assignee, so it went to triage for " + res.Assignee + ", the project's lead."
+		}
+	}
+	return out, nil
+}
+
+// decideCreate checks a create against the board as r shows it and builds
+// its payload, all but the key.
+func (s *srv) decideCreate(r pebble.Reader, c authority.Caller, in createIn) (createPayload, error) {
+	if strings.TrimSpace(in.Title) == "" {
+		return createPayload{}, authority.Refuse(authority.Invalid, "title is empty; say in one line what the work is.")
+	}
 	if len(in.Decision) > 0 && in.Ask == "" {
-		return createOut{}, authority.Refuse(authority.Invalid, "decision needs ask: the options belong to a question.")
+		return createPayload{}, authority.Refuse(authority.Invalid, "decision needs ask: the options belong to a question.")
+	}
+	decl, p, err := s.resolveProject(r, c, in.Project)
+	if err != nil {
+		return createPayload{}, err
+	}
+	cat, err := readCatalogue(r)
+	if err != nil {
+		return createPayload{}, err
+	}
+	pl := createPayload{Project: decl, Title: in.Title, Description: servers.Unfence(in.Description),
+		Status: in.Status, Priority: in.Priority, Labels: dedupe(in.Labels)}
+	if pl.Status == "" {
+		pl.Status = cat.firstOpen()
+	} else if err := cat.checkStatus(pl.Status); err != nil {
+		return createPayload{}, err
+	}
+	if err := cat.checkPriority(pl.Priority); err != nil {
+		return createPayload{}, err
+	}
+	if len(pl.Labels) > 0 && !in.LabelsCreateMissing {
+		have := &project{Key: decl.Key}
+		if p != nil {
+			have = p
+		}
+		if err := checkLabels(have, pl.Labels); err != nil {
+			return createPayload{}, err
+		}
+	}
+	if in.Parent != "" {
+		if pl.Parent, err = checkParent(r, nil, in.Parent); err != nil {
+			return createPayload{}, err
+		}
+	}
+	switch {
+	case in.Assignee != "":
+		h, err := s.seatArg("assignee", in.Assignee)
+		if err != nil {
+			return createPayload{}, err
+		}
+		pl.Assignee, pl.Via = h, "argument"
+	case p != nil && p.DefaultAssignee != "":
+		pl.Assignee, pl.Via = p.DefaultAssignee, "project_default"
+	default:
+		pl.Assignee, pl.Triage, pl.Via = s.lead(decl), true, "triage"
 	}
 	if in.Ask != "" {
 		if pl.Assignee == "" {
-			return createOut{}, authority.Refuse(authority.Invalid, "ask needs somebody to put the question to: name an assignee (project %s has no default assignee and no lead).", decl.Key)
+			return createPayload{}, authority.Refuse(authority.Invalid, "ask needs somebody to put the question to: name an assignee (project %s has no default assignee and no lead).", decl.Key)
 		}
-		pl.Question = &question{To: pl.Assignee, Text: unfence(in.Ask), Options: dedupe(in.Decision)}
+		pl.Question = &question{To: pl.Assignee, Text: servers.Unfence(in.Ask), Options: dedupe(in.Decision)}
 	}
-	if in.LabelsCreateMissing && len(pl.Labels) > 0 {
-		if err := s.declareLabels(ctx, oc, decl, pl.Labels, "the item was not filed"); err != nil {
-			return createOut{}, err
-		}
-	}
-	pl.Key = s.proposeKey(oc.id, decl.Key, next)
-	a, err := s.write(ctx, oc, kindCreate, pl)
-	return s.createAnswer(oc, a, pl.Key, err)
+	return pl, nil
 }
 
 // proposeKey mints the key a create asks for. The repeat of an operation
@@ -161,84 +206,76 @@ func (s *srv) proposeKey(id state.OpID, proj string, next int) string {
 	return k
 }
 
-func (s *srv) createAnswer(oc *opCall, a state.Answer, proposed string, err error) (createOut, error) {
-	if errors.Is(err, errUnknown) {
-		extra := ""
-		r := s.unknownRefusal(oc, "the item", extra)
-		if proposed != "" {
-			r = s.unknownRefusal(oc, "the item", fmt.Sprintf("If it was filed, the key it has is %s; that is not a receipt. ", proposed)).WithData("key_if_filed", proposed)
-		}
-		return createOut{}, r
+func applyCreate(a *applier) (any, error) {
+	var pl createPayload
+	if err := a.payload(&pl); err != nil {
+		return nil, err
 	}
+	p, err := a.ensureProject(pl.Project)
 	if err != nil {
-		return createOut{}, err
+		return nil, err
 	}
-	out := createOut{writeOut: oc.out(a)}
-	if a.Outcome == state.Pending {
-		out.Key = proposed
-		return out, nil
+	cat, err := readCatalogue(a.r)
+	if err != nil {
+		return nil, err
 	}
-	var res itemResult
-	if err := json.Unmarshal(a.Result, &res); err != nil {
-		return createOut{}, err
+	if err := cat.checkStatus(pl.Status); err != nil {
+		return nil, err
 	}
-	s.mu.Lock()
-	delete(s.minted, oc.id)
-	s.mu.Unlock()
-	out.Key, out.ID, out.Version, out.Project, out.Status, out.Assignee = res.Key, res.ID, res.Version, res.Project, res.Status, res.Assignee
-	out.AssignedBy, out.Question = res.Via, res.Question
-	switch res.Via {
-	case "argument":
-		out.AssigneeNote = "Assigned to " + res.Assignee + ", as asked."
-	case "project_default":
-		out.AssigneeNote = "No assignee was named, so it went to " + res.Assignee + ", the project's default assignee."
-	case "triage":
-		if res.Assignee == "" {
-			out.AssigneeNote = "No assignee was named and the project has neither a default assignee nor a lead: it waits unassigned in triage."
-		} else {
-			out.AssigneeNote = "No assignee was named and the project has no default assignee, so it went to triage for " + res.Assignee + ", the project's lead."
+	if err := cat.checkPriority(pl.Priority); err != nil {
+		return nil, err
+	}
+	if err := checkLabels(p, pl.Labels); err != nil {
+		return nil, err
+	}
+	if pl.Parent != "" {
+		if pl.Parent, err = checkParent(a.r, nil, pl.Parent); err != nil {
+			return nil, err
 		}
 	}
-	return out, nil
-}
-
-// declareLabels writes the label declaration a call asked for before its own
-// write (WR-7). If its outcome is unknown the call stops there, answered as
-// the write it did not make.
-func (s *srv) declareLabels(ctx context.Context, oc *opCall, decl projectDecl, labels []string, notMade string) error {
-	for _, l := range labels {
-		if !labelRE.MatchString(l) {
-			return authority.Refuse(authority.Invalid, "labels holds %q; a label is lower-case letters, digits and _ . : -, up to 48 characters.", l)
+	// The tool proposed a key so a lost acknowledgement can still name it;
+	// it is used unless another write took that number first.
+	number := p.Next + 1
+	if proj, n, ok := parseKey(pl.Key); ok && proj == p.Key && n > 0 {
+		taken, err := exists(a.r, kItem+pl.Key)
+		if err != nil {
+			return nil, err
+		}
+		aliased, err := exists(a.r, kAlias+pl.Key)
+		if err != nil {
+			return nil, err
+		}
+		if !taken && !aliased {
+			number = n
 		}
 	}
-	sub := oc.sub("declare_labels", map[string]any{"project": decl.Key, "labels": labels})
-	if _, ok, err := s.recorded(sub); ok || err != nil {
-		return err
+	p.Next = max(p.Next, number)
+	if err := a.putProject(p); err != nil {
+		return nil, err
 	}
-	_, err := s.write(ctx, sub, kindProject, projectPayload{common: oc.common, Project: decl, AddLabels: labels})
-	if !errors.Is(err, errUnknown) {
-		return err
+	it := &item{
+		ID: fmt.Sprintf("wi_%x", a.pos), Key: itemKey(p.Key, number), Project: p.Key, Number: number,
+		Title: pl.Title, Description: pl.Description, Status: pl.Status, Assignee: pl.Assignee,
+		Triage: pl.Triage, Priority: pl.Priority, Labels: pl.Labels, Parent: pl.Parent,
+		Question: pl.Question, Version: 1, CreatedBy: a.by, CreatedAt: a.at(), UpdatedAt: a.at(),
 	}
-	tool := oc.tool
-	if _, vouched := s.d.Node.Vouches(sub.id); !vouched {
-		return authority.Refuse(authority.Unavailable,
-			"%s: this call declares its labels first, and this node cannot tell whether that declaration (operation %s) landed. Declare %s on %s with write_project first, which is harmless if they already landed, then make the same %s call, which will then make its own write once.",
-			upperFirst(notMade), sub.id, strings.Join(labels, ", "), decl.Key, tool).
-			WithData("outcome", string(state.Unknown)).WithData("op_id", string(oc.id))
+	if pl.Description != "" {
+		it.DescribedBy = []servers.Author{a.by}
 	}
-	r := s.unknownRefusal(oc, "the label declaration this call makes first", upperFirst(notMade)+": the call stopped before its own write. ")
-	return r
-}
-
-func dedupe(xs []string) []string {
-	var out []string
-	for _, x := range xs {
-		x = strings.TrimSpace(x)
-		if x != "" && !slices.Contains(out, x) {
-			out = append(out, x)
+	a.history(it, "created", fmt.Sprintf("filed in %s as %s, assigned to %s", p.Key, it.Status, orNone(it.Assignee)))
+	if err := a.putItem(nil, it); err != nil {
+		return nil, err
+	}
+	if it.Question != nil && it.Question.To != "" {
+		if err := a.wake(it.Question.To, it.Key, 0); err != nil {
+			return nil, err
 		}
 	}
-	return out
+	if err := a.activity("created", p.Key, it.Key, fmt.Sprintf("filed %s (title %d bytes, description %d bytes)", it.Key, len(it.Title), len(it.Description)),
+		map[string]any{"title": it.Title, "description": it.Description, "assignee": it.Assignee, "status": it.Status}); err != nil {
+		return nil, err
+	}
+	return itemResult{Key: it.Key, ID: it.ID, Version: it.Version, Project: it.Project, Status: it.Status, Assignee: it.Assignee, Triage: it.Triage, Via: pl.Via, Question: it.Question != nil}, nil
 }
 
 // ---- get_work_item ----
@@ -295,20 +332,20 @@ type itemOut struct {
 }
 
 type getOut struct {
-	Provenance provenance `json:"provenance"`
-	Item       itemOut    `json:"item"`
+	Provenance servers.Provenance `json:"provenance"`
+	Item       itemOut            `json:"item"`
 }
 
-func (e *envelope) ask(q *question, by writer) *askOut {
+func fenceAsk(e *servers.Envelope, q *question, by servers.Author) *askOut {
 	if q == nil {
 		return nil
 	}
-	return &askOut{To: q.To, Question: e.fence(q.Text, []writer{by}), Options: q.Options, Answered: q.Answered, Choice: q.Choice, AnswerBy: q.AnswerBy}
+	return &askOut{To: q.To, Question: e.Fence(q.Text, []servers.Author{by}), Options: q.Options, Answered: q.Answered, Choice: q.Choice, AnswerBy: q.AnswerBy}
 }
 
 func (s *srv) getWorkItem(_ context.Context, _ authority.Caller, in getIn) (getOut, error) {
 	var out getOut
-	err := s.view(func(r pebble.Reader) error {
+	err := s.w.View(func(r pebble.Reader) error {
 		it, err := readItem(r, in.Key)
 		if err != nil {
 			return err
@@ -316,23 +353,22 @@ func (s *srv) getWorkItem(_ context.Context, _ authority.Caller, in getIn) (getO
 		if it == nil {
 			return authority.Refuse(authority.NotFound, "No work item has the key or id %q.", in.Key)
 		}
-		a := &applier{r: r}
-		kids, err := a.children(it.Key)
+		kids, err := children(r, it.Key)
 		if err != nil {
 			return err
 		}
-		var e envelope
+		e := envelope()
 		o := itemOut{Key: it.Key, ID: it.ID, Project: it.Project, Title: it.Title,
-			Description: e.fence(it.Description, it.DescribedBy), Status: it.Status, Assignee: it.Assignee,
+			Description: e.Fence(it.Description, it.DescribedBy), Status: it.Status, Assignee: it.Assignee,
 			Triage: it.Triage, Priority: it.Priority, Labels: it.Labels, Parent: it.Parent, Subtasks: kids,
-			Links: it.Links, Checklist: it.Checklist, Question: e.ask(it.Question, it.CreatedBy), History: it.History,
+			Links: it.Links, Checklist: it.Checklist, Question: fenceAsk(e, it.Question, it.CreatedBy), History: it.History,
 			Reassignments: it.Reassignments, OldKeys: it.OldKeys, MergedInto: it.MergedInto, Version: it.Version,
 			CreatedBy: it.CreatedBy.Seat, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
 		for _, c := range it.Thread {
-			o.Thread = append(o.Thread, commentOut{ID: c.ID, By: c.By.Seat, At: c.At, Body: e.fence(c.Body, []writer{c.By}),
-				Mentions: c.Mentions, Ask: e.ask(c.Ask, c.By), Answers: c.Answers, Choice: c.Choice})
+			o.Thread = append(o.Thread, commentOut{ID: c.ID, By: c.By.Seat, At: c.At, Body: e.Fence(c.Body, []servers.Author{c.By}),
+				Mentions: c.Mentions, Ask: fenceAsk(e, c.Ask, c.By), Answers: c.Answers, Choice: c.Choice})
 		}
-		out = getOut{Provenance: e.provenance(), Item: o}
+		out = getOut{Provenance: e.Provenance(), Item: o}
 		return nil
 	})
 	return out, err
@@ -342,7 +378,7 @@ func (s *srv) getWorkItem(_ context.Context, _ authority.Caller, in getIn) (getO
 
 type listIn struct {
 	Project  string `json:"project,omitempty" jsonschema:"only this project's items"`
-	Status   string `json:"status,omitempty" jsonschema:"only items in this status"`
+	Status   string `json:"status,omitempty" jsonschema:"only items in this status; open means every live item (any status whose category is open or started)"`
 	Assignee string `json:"assignee,omitempty" jsonschema:"only items assigned to this handle; me means you"`
 	Label    string `json:"label,omitempty" jsonschema:"only items carrying this label"`
 	Priority string `json:"priority,omitempty" jsonschema:"only items of this priority"`
@@ -358,7 +394,7 @@ type listOut struct {
 
 func (s *srv) listWorkItems(_ context.Context, c authority.Caller, in listIn) (listOut, error) {
 	var out listOut
-	err := s.view(func(r pebble.Reader) error {
+	err := s.w.View(func(r pebble.Reader) error {
 		var err error
 		out, err = s.list(r, c, in)
 		return err
@@ -396,6 +432,17 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		}
 		parent = p.Key
 	}
+	cat, err := readCatalogue(r)
+	if err != nil {
+		return listOut{}, err
+	}
+	// status "open" filters by category, so no status index serves it.
+	keep := func(sm summary) bool { return in.Status == "" || sm.Status == in.Status }
+	status := in.Status
+	if in.Status == openFilter {
+		keep = func(sm summary) bool { return cat.live(sm.Status) }
+		status = ""
+	}
 	// Walk the narrowest index the filters allow, newest first; the other
 	// filters are checked on each summary the walk reads. Only a parent
 	// filter alone, or a combination whose index is much wider than its
@@ -410,28 +457,28 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		prefix = kIxLabel + in.Label + "/" + proj + "/"
 	case in.Label != "":
 		prefix = kIxLabel + in.Label + "/"
-	case proj != "" && in.Status != "":
-		prefix = kIxStatus + proj + "/" + in.Status + "/"
+	case proj != "" && status != "":
+		prefix = kIxStatus + proj + "/" + status + "/"
 	case in.Priority != "" && proj != "":
 		prefix = kIxPrio + in.Priority + "/" + proj + "/"
 	case in.Priority != "":
 		prefix = kIxPrio + in.Priority + "/"
 	case proj != "":
 		prefix = kIxProject + proj + "/"
-	case in.Status != "":
-		prefix = kIxStatAll + in.Status + "/"
+	case status != "":
+		prefix = kIxStatAll + status + "/"
 	default:
 		prefix = kIxProject
 	}
-	upper := []byte(prefix + "\xff")
+	bound := upper(prefix)
 	if in.Cursor != "" {
 		cur, err := base64.RawURLEncoding.DecodeString(in.Cursor)
 		if err != nil || !strings.HasPrefix(string(cur), prefix) {
 			return listOut{}, authority.Refuse(authority.Invalid, "cursor is not a next_cursor this list answered with these filters.")
 		}
-		upper = cur
+		bound = cur
 	}
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: bound})
 	if err != nil {
 		return listOut{}, err
 	}
@@ -455,8 +502,7 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		if err != nil {
 			return listOut{}, err
 		}
-		if !found ||
-			(in.Status != "" && sm.Status != in.Status) ||
+		if !found || !keep(sm) ||
 			(proj != "" && sm.Project != proj) ||
 			(in.Label != "" && !slices.Contains(sm.Labels, in.Label)) ||
 			(in.Priority != "" && sm.Priority != in.Priority) ||

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
 )
 
 // WR-3, TRK-1: a seat files an item with every default taken (its unit's
@@ -39,7 +40,7 @@ func TestCreateThenReadYourWrites(t *testing.T) {
 	item := got["item"].(map[string]any)
 	desc := item["description"].(string)
 	mustContain(t, desc, "<<<untrusted id=", "@alan (agent)", "It fails one run in ten.", "<<<end untrusted id=")
-	if unfence(desc) != "It fails one run in ten." {
+	if servers.Unfence(desc) != "It fails one run in ten." {
 		t.Fatalf("fenced description does not unfence to the text: %q", desc)
 	}
 	prov := got["provenance"].(map[string]any)
@@ -164,5 +165,25 @@ func TestClosedNodeIsUnavailable(t *testing.T) {
 	r := h.refused(alan, "create_work_item", map[string]any{"title": "x"}, authority.Unavailable)
 	if r.Data["key_if_filed"] != nil {
 		t.Fatalf("a write that was never appended named a key: %v", r.Data)
+	}
+}
+
+// WR-10: a description or comment sent back still fenced as a read
+// answered it is stored without the fence.
+func TestFencedTextSentBack(t *testing.T) {
+	human := []servers.Author{{Seat: "ada", Kind: authority.KindHuman}}
+	// Through the tools: a description sent back still fenced is stored
+	// without the fence, and a comment likewise.
+	h := newHarness(t)
+	key := h.ok(alan, "create_work_item", map[string]any{"title": "Round trip", "description": "Original words."})["key"].(string)
+	read := h.ok(ada, "get_work_item", map[string]any{"key": key})["item"].(map[string]any)
+	h.ok(ada, "update_work_item", map[string]any{"key": key, "description": read["description"].(string) + "\n"})
+	h.ok(ada, "comment_on_work_item", map[string]any{"key": key, "body": servers.Fence("Quoted back.", human)})
+	got := h.ok(ada, "get_work_item", map[string]any{"key": key})["item"].(map[string]any)
+	if servers.Unfence(got["description"].(string)) != "Original words." || strings.Count(got["description"].(string), servers.FenceOpen) != 1 {
+		t.Fatalf("description stored fenced: %q", got["description"])
+	}
+	if c := got["thread"].([]any)[0].(map[string]any)["body"].(string); servers.Unfence(c) != "Quoted back." || strings.Count(c, servers.FenceOpen) != 1 {
+		t.Fatalf("comment stored fenced: %q", c)
 	}
 }

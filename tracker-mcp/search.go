@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 	"sort"
@@ -8,7 +9,91 @@ import (
 	"unicode"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/crewlet/hub/authority"
 )
+
+// ---- search_work_items ----
+
+// MaxQueryBytes bounds a search query: a query is stored nowhere, but past
+// this it is a document, not a search, and it is refused rather than cut.
+const MaxQueryBytes = 400
+
+type searchIn struct {
+	Query   string `json:"query" jsonschema:"what the item says, in words; at most 400 bytes"`
+	Mode    string `json:"mode,omitempty" jsonschema:"hybrid (default), keyword or semantic"`
+	Project string `json:"project,omitempty" jsonschema:"only this project's items"`
+	Limit   int    `json:"limit,omitempty" jsonschema:"how many to answer, 1 to 50; default 10"`
+}
+
+type searchHit struct {
+	summary
+	Score float64 `json:"score"`
+}
+
+type searchOut struct {
+	Mode     string      `json:"mode"`
+	Degraded string      `json:"degraded,omitempty"`
+	Items    []searchHit `json:"items"`
+}
+
+func (s *srv) searchWorkItems(_ context.Context, _ authority.Caller, in searchIn) (searchOut, error) {
+	if len(in.Query) > MaxQueryBytes {
+		return searchOut{}, authority.Refuse(authority.Invalid, "query is %d bytes; a search query is at most %d. Shorten it to the words the item would say.", len(in.Query), MaxQueryBytes)
+	}
+	if len(tokens(in.Query)) == 0 {
+		return searchOut{}, authority.Refuse(authority.Invalid, "query has no words to search for.")
+	}
+	limit := in.Limit
+	if limit == 0 {
+		limit = 10
+	}
+	if limit < 1 || limit > 50 {
+		return searchOut{}, authority.Refuse(authority.Invalid, "limit %d is outside 1 to 50.", in.Limit)
+	}
+	mode := in.Mode
+	if mode == "" {
+		mode = "hybrid"
+	}
+	out := searchOut{Items: []searchHit{}}
+	switch mode {
+	case "semantic":
+		// No embedding provider serves the tracker: nothing can be ranked by
+		// meaning, so nothing is run, and an empty answer must not read as
+		// "no such item".
+		out.Mode = "none"
+		out.Degraded = "Semantic search is not available here (no embedding provider), so nothing was searched; this says nothing about whether such an item exists. Search again with mode keyword."
+		return out, nil
+	case "hybrid":
+		out.Mode = "keyword"
+		out.Degraded = "Hybrid search was asked for, but with no embedding provider only the keyword half runs: these are ranked by keyword alone."
+	case "keyword":
+		out.Mode = "keyword"
+	default:
+		return searchOut{}, authority.Refuse(authority.Invalid, "mode %q is not hybrid, keyword or semantic.", in.Mode)
+	}
+	err := s.w.View(func(r pebble.Reader) error {
+		hits, err := rankKeyword(r, in.Query, strings.ToUpper(strings.TrimSpace(in.Project)))
+		if err != nil {
+			return err
+		}
+		for _, h := range hits {
+			if len(out.Items) == limit {
+				break
+			}
+			var sm summary
+			found, err := getJSON(r, kSummary+h.Key, &sm)
+			if err != nil {
+				return err
+			}
+			if found {
+				out.Items = append(out.Items, searchHit{summary: sm, Score: float64(int(h.Score*1000)) / 1000})
+			}
+		}
+		return nil
+	})
+	return out, err
+}
 
 // The keyword index is BM25 over titles and descriptions, kept in the
 // projection so every node ranks from its own store: a posting per (term,

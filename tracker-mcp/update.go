@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -19,6 +19,13 @@ import (
 type linkArg struct {
 	Kind string `json:"kind" jsonschema:"waiting_on, blocks, duplicate_of or relates_to"`
 	Key  string `json:"key" jsonschema:"the other item's key"`
+}
+
+type checkChange struct {
+	Add     string `json:"add,omitempty" jsonschema:"text of a new checklist entry"`
+	Check   int    `json:"check,omitempty" jsonschema:"id of an entry to mark done"`
+	Uncheck int    `json:"uncheck,omitempty" jsonschema:"id of an entry to mark not done"`
+	Remove  int    `json:"remove,omitempty" jsonschema:"id of an entry to remove"`
 }
 
 type updateIn struct {
@@ -36,11 +43,11 @@ type updateIn struct {
 	Checklist           *checkChange `json:"checklist,omitempty" jsonschema:"one checklist change: add, check, uncheck or remove"`
 	AddLinks            []linkArg    `json:"add_links,omitempty" jsonschema:"dependency links to add, written after the item's own change"`
 	RemoveLinks         []linkArg    `json:"remove_links,omitempty" jsonschema:"dependency links to remove, written after the item's own change"`
-	OpID                string       `json:"op_id,omitempty" jsonschema:"operator surface only: the op_id an earlier answer gave, sent with the same arguments to finish that call"`
+	servers.OpIDArg
 }
 
 type updateOut struct {
-	writeOut
+	servers.WriteOut
 	Key      string   `json:"key,omitempty"`
 	Version  int      `json:"version,omitempty"`
 	Changed  []string `json:"changed,omitempty"`
@@ -49,17 +56,43 @@ type updateOut struct {
 	Assignee string   `json:"assignee,omitempty"`
 }
 
+type updatePayload struct {
+	Key         string       `json:"key"`
+	IfMatch     int          `json:"if_match,omitempty"`
+	Title       *string      `json:"title,omitempty"`
+	Description *string      `json:"description,omitempty"`
+	Status      *string      `json:"status,omitempty"`
+	Assignee    *string      `json:"assignee,omitempty"`
+	Reason      string       `json:"reason,omitempty"`
+	Priority    *string      `json:"priority,omitempty"`
+	Labels      *[]string    `json:"labels,omitempty"`
+	Parent      *string      `json:"parent,omitempty"`
+	Checklist   *checkChange `json:"checklist,omitempty"`
+}
+
+type linkPayload struct {
+	Key    string `json:"key"`
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	Remove bool   `json:"remove,omitempty"`
+}
+
+// inverse is the link the other item carries.
+var inverse = map[string]string{
+	"waiting_on": "blocks", "blocks": "waiting_on",
+	"duplicate_of": "duplicated_by", "duplicated_by": "duplicate_of",
+	"relates_to": "relates_to",
+}
+
 func (s *srv) updateWorkItem(ctx context.Context, c authority.Caller, in updateIn) (updateOut, error) {
-	given := in.OpID
-	in.OpID = ""
-	oc, err := s.begin(c, "update_work_item", in, given, false)
+	call, err := s.w.Begin(c, "update_work_item", &in, false)
 	if err != nil {
 		return updateOut{}, err
 	}
-	pl := updatePayload{common: oc.common, Key: in.Key, IfMatch: in.IfMatch, Title: in.Title, Status: in.Status,
-		Reason: unfence(in.Reason), Priority: in.Priority, Parent: in.Parent, Checklist: in.Checklist}
+	pl := updatePayload{Key: in.Key, IfMatch: in.IfMatch, Title: in.Title, Status: in.Status,
+		Reason: servers.Unfence(in.Reason), Priority: in.Priority, Parent: in.Parent, Checklist: in.Checklist}
 	if in.Description != nil {
-		d := unfence(*in.Description)
+		d := servers.Unfence(*in.Description)
 		pl.Description = &d
 	}
 	if in.Labels != nil {
@@ -75,28 +108,15 @@ func (s *srv) updateWorkItem(ctx context.Context, c authority.Caller, in updateI
 			if _, ok := inverse[l.Kind]; !ok {
 				return updateOut{}, authority.Refuse(authority.Invalid, "a link's kind %q is not waiting_on, blocks, duplicate_of or relates_to.", l.Kind)
 			}
-			deps = append(deps, linkPayload{common: oc.common, Kind: l.Kind, Target: strings.ToUpper(strings.TrimSpace(l.Key)), Remove: i == 1})
+			deps = append(deps, linkPayload{Kind: l.Kind, Target: strings.ToUpper(strings.TrimSpace(l.Key)), Remove: i == 1})
 		}
 	}
-	if in.Checklist != nil {
-		n := 0
-		for _, set := range []bool{in.Checklist.Add != "", in.Checklist.Check != 0, in.Checklist.Uncheck != 0, in.Checklist.Remove != 0} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			return updateOut{}, authority.Refuse(authority.Invalid, "checklist takes exactly one change (add, check, uncheck or remove) per call.")
-		}
-	}
-	main, landed, err := s.recorded(oc)
-	if err != nil {
+	if err := checkOneChecklistChange(in.Checklist); err != nil {
 		return updateOut{}, err
 	}
-	var decl projectDecl
-	// Checked before the first write, so a call that names something
-	// missing writes nothing at all.
-	err = s.view(func(r pebble.Reader) error {
+	// What the call names is checked before its first write, landed or
+	// not, so a call that names something missing writes nothing at all.
+	err = s.w.View(func(r pebble.Reader) error {
 		it, err := readItem(r, in.Key)
 		if err != nil {
 			return err
@@ -105,10 +125,6 @@ func (s *srv) updateWorkItem(ctx context.Context, c authority.Caller, in updateI
 			return authority.Refuse(authority.NotFound, "No work item has the key %s.", in.Key)
 		}
 		pl.Key = it.Key
-		decl, _, err = s.resolveProject(r, c, it.Project)
-		if err != nil {
-			return err
-		}
 		for i := range deps {
 			t, err := readItem(r, deps[i].Target)
 			if err != nil {
@@ -119,115 +135,70 @@ func (s *srv) updateWorkItem(ctx context.Context, c authority.Caller, in updateI
 			}
 			deps[i].Key, deps[i].Target = it.Key, t.Key
 		}
-		if landed {
-			return nil
-		}
-		if in.IfMatch != 0 && in.IfMatch != it.Version {
-			return authority.Refuse(authority.StaleVersion, "%s is at version %d, not %d: it changed after you read it. Read it again and decide from what it says now.", it.Key, it.Version, in.IfMatch).WithData("version", it.Version)
-		}
-		cat, err := readCatalogue(r)
-		if err != nil {
-			return err
-		}
-		if in.Status != nil {
-			if _, ok := cat.status(*in.Status); !ok {
-				return authority.Refuse(authority.Invalid, "status %q is not in the work catalogue (%s).", *in.Status, strings.Join(cat.statusKeys(), ", "))
-			}
-		}
-		if in.Priority != nil && !slices.Contains(cat.Priorities, *in.Priority) {
-			return authority.Refuse(authority.Invalid, "priority %q is not in the work catalogue (%s).", *in.Priority, strings.Join(cat.Priorities, ", "))
-		}
-		if in.Assignee != nil && *in.Assignee != "" {
-			h, err := s.seatArg("assignee", *in.Assignee)
-			if err != nil {
-				return err
-			}
-			pl.Assignee = &h
-		} else if in.Assignee != nil {
-			pl.Assignee = in.Assignee
-		}
-		if pl.Assignee != nil && *pl.Assignee != it.Assignee && it.Reassignments >= ReassignmentBudget {
-			return authority.Refuse(authority.ReassignmentBudget, "%s has been reassigned %d times, its whole budget; do not reassign it again. Work it, or say in its thread what is blocking it.", it.Key, it.Reassignments)
-		}
-		if in.Parent != nil && *in.Parent != "" {
-			p, err := readItem(r, *in.Parent)
-			if err != nil {
-				return err
-			}
-			if p == nil {
-				return authority.Refuse(authority.Invalid, "parent %s names no work item.", *in.Parent)
-			}
-		}
-		if pl.Labels != nil && !in.LabelsCreateMissing {
-			p, err := readProject(r, it.Project)
-			if err != nil {
-				return err
-			}
-			if p == nil {
-				p = &project{Key: it.Project}
-			}
-			return checkLabels(p, *pl.Labels)
-		}
 		return nil
 	})
 	if err != nil {
 		return updateOut{}, err
 	}
-	if !landed {
-		if in.LabelsCreateMissing && pl.Labels != nil && len(*pl.Labels) > 0 {
-			if err := s.declareLabels(ctx, oc, decl, *pl.Labels, "the change was not made"); err != nil {
-				return updateOut{}, err
-			}
-		}
-		main, err = s.write(ctx, oc, kindUpdate, pl)
-		if errors.Is(err, errUnknown) {
-			extra := ""
-			if len(deps) > 0 {
-				extra = fmt.Sprintf("None of the %d link changes it also asked for were written. ", len(deps))
-			}
-			return updateOut{}, s.unknownRefusal(oc, "the change to "+pl.Key, extra)
-		}
-		if err != nil {
-			return updateOut{}, err
-		}
+	ifUnknown := ""
+	if len(deps) > 0 {
+		ifUnknown = fmt.Sprintf("None of the %d link changes it also asked for were written. ", len(deps))
 	}
-	out := updateOut{writeOut: oc.out(main), Key: pl.Key}
-	if main.Outcome == state.Applied {
-		var res itemResult
-		if err := json.Unmarshal(main.Result, &res); err != nil {
-			return updateOut{}, err
+	wo, res, err := servers.Write[itemResult](ctx, s.w, call, func(r pebble.Reader) (servers.Intent, error) {
+		if err := s.decideUpdate(r, c, in, &pl); err != nil {
+			return servers.Intent{}, err
 		}
+		var first []servers.Step
+		if in.LabelsCreateMissing && pl.Labels != nil && len(*pl.Labels) > 0 {
+			it, err := readItem(r, pl.Key)
+			if err != nil {
+				return servers.Intent{}, err
+			}
+			decl, _, err := s.resolveProject(r, c, it.Project)
+			if err != nil {
+				return servers.Intent{}, err
+			}
+			step, err := declareLabels(decl, *pl.Labels, "update_work_item", "The change was not made")
+			if err != nil {
+				return servers.Intent{}, err
+			}
+			first = append(first, step)
+		}
+		return servers.Intent{Kind: kindUpdate, Payload: pl, What: "the change to " + pl.Key, IfUnknown: ifUnknown, First: first}, nil
+	})
+	if err != nil {
+		return updateOut{}, err
+	}
+	out := updateOut{WriteOut: wo, Key: pl.Key}
+	if res != nil {
 		out.Changed = res.Changed
 	}
-	// The dependency changes come after the item's own, each its own
+	// The dependency changes come after the item's own (WR-8), each its own
 	// operation derived from this call's, so a repeat writes exactly the
 	// ones still missing.
-	last := main
+	last := wo
 	for i, d := range deps {
-		sub := oc.sub(fmt.Sprintf("link.%d", i), d)
-		a, ok, err := s.recorded(sub)
-		if !ok && err == nil {
-			a, err = s.write(ctx, sub, kindLink, d)
-		}
-		if errors.Is(err, errUnknown) {
-			return updateOut{}, s.unknownRefusal(oc, fmt.Sprintf("link change %d of %d (%s %s)", i+1, len(deps), d.Kind, d.Target),
-				fmt.Sprintf("The change to %s itself landed, and the link changes before this one. ", pl.Key))
-		}
-		if err != nil {
-			r := authority.AsRefusal(err)
+		dwo, _, err := servers.Write[itemResult](ctx, s.w, call.Sub(fmt.Sprintf("link.%d", i), d), func(pebble.Reader) (servers.Intent, error) {
+			return servers.Intent{Kind: kindLink, Payload: d, What: fmt.Sprintf("link change %d of %d (%s %s)", i+1, len(deps), d.Kind, d.Target),
+				IfUnknown: fmt.Sprintf("The change to %s itself landed, and the link changes before this one. ", pl.Key)}, nil
+		})
+		if r := (*authority.Refusal)(nil); errors.As(err, &r) && r.Data["outcome"] != string(state.Unknown) {
 			return updateOut{}, authority.Refuse(r.Class, "The change to %s landed, but link change %d of %d was refused: %s", pl.Key, i+1, len(deps), r.Sentence)
 		}
-		out.Links++
-		if a.Outcome == state.Pending || last.Outcome == state.Pending {
-			last.Outcome = state.Pending
+		if err != nil {
+			return updateOut{}, err
 		}
-		last.Position = max(last.Position, a.Position)
+		out.Links++
+		if dwo.Outcome == state.Pending {
+			last.Outcome, last.Note = state.Pending, dwo.Note
+		}
+		last.Position = max(last.Position, dwo.Position)
 	}
-	out.writeOut = oc.out(last)
+	out.WriteOut = last
 	// The version to send back as if_match is the item's newest, read after
 	// every write the call made (WR-8).
 	if last.Outcome == state.Applied {
-		err = s.view(func(r pebble.Reader) error {
+		err = s.w.View(func(r pebble.Reader) error {
 			it, err := readItem(r, pl.Key)
 			if err != nil || it == nil {
 				return err
@@ -242,85 +213,295 @@ func (s *srv) updateWorkItem(ctx context.Context, c authority.Caller, in updateI
 	return out, nil
 }
 
-// ---- comment_on_work_item ----
-
-type commentIn struct {
-	Key      string   `json:"key" jsonschema:"the item's key"`
-	Body     string   `json:"body" jsonschema:"the remark; @handle mentions wake the seats they name"`
-	Ask      string   `json:"ask,omitempty" jsonschema:"handle of somebody this comment puts a question to"`
-	Decision []string `json:"decision,omitempty" jsonschema:"with ask: the options to choose between"`
-	Answers  int      `json:"answers,omitempty" jsonschema:"with choice: id of the comment whose question this answers; 0 answers the item's own question"`
-	Choice   string   `json:"choice,omitempty" jsonschema:"the option chosen, answering a question"`
-	OpID     string   `json:"op_id,omitempty" jsonschema:"operator surface only: the op_id an earlier answer gave, sent with the same arguments to finish that call"`
-}
-
-type commentAnswer struct {
-	writeOut
-	Key           string   `json:"key,omitempty"`
-	CommentID     int      `json:"comment_id,omitempty"`
-	Version       int      `json:"version,omitempty"`
-	Mentions      []string `json:"mentions,omitempty"`
-	AlreadyPosted bool     `json:"already_posted,omitempty"`
-}
-
-func (s *srv) commentOnWorkItem(ctx context.Context, c authority.Caller, in commentIn) (commentAnswer, error) {
-	given := in.OpID
-	in.OpID = ""
-	oc, err := s.begin(c, "comment_on_work_item", in, given, false)
+// decideUpdate checks an update against the item as r shows it, and
+// settles the payload's assignee to the handle as the directory spells it.
+func (s *srv) decideUpdate(r pebble.Reader, c authority.Caller, in updateIn, pl *updatePayload) error {
+	it, err := readItem(r, pl.Key)
 	if err != nil {
-		return commentAnswer{}, err
+		return err
 	}
-	a, ok, err := s.recorded(oc)
-	if !ok && err == nil {
-		body := unfence(in.Body)
-		if strings.TrimSpace(body) == "" && in.Choice == "" {
-			return commentAnswer{}, authority.Refuse(authority.Invalid, "body is empty; say something, or answer a question with choice.")
+	if it == nil {
+		return authority.Refuse(authority.NotFound, "No work item has the key %s.", pl.Key)
+	}
+	if _, _, err := s.resolveProject(r, c, it.Project); err != nil {
+		return err
+	}
+	if err := checkVersion(it, in.IfMatch); err != nil {
+		return err
+	}
+	if err := checkOpen(it); err != nil {
+		return err
+	}
+	cat, err := readCatalogue(r)
+	if err != nil {
+		return err
+	}
+	if in.Status != nil {
+		if err := cat.checkStatus(*in.Status); err != nil {
+			return err
 		}
-		pl := commentPayload{common: oc.common, Body: body, Mentions: s.mentions(body), Answers: in.Answers, Choice: in.Choice}
-		if len(in.Decision) > 0 && in.Ask == "" {
-			return commentAnswer{}, authority.Refuse(authority.Invalid, "decision needs ask: the options belong to a question put to somebody.")
+	}
+	if in.Priority != nil {
+		if err := cat.checkPriority(*in.Priority); err != nil {
+			return err
 		}
-		if in.Ask != "" {
-			h, err := s.seatArg("ask", in.Ask)
-			if err != nil {
-				return commentAnswer{}, err
-			}
-			pl.Ask = &question{To: h, Text: body, Options: dedupe(in.Decision)}
-		}
-		err = s.view(func(r pebble.Reader) error {
-			it, err := readItem(r, in.Key)
-			if err != nil {
-				return err
-			}
-			if it == nil {
-				return authority.Refuse(authority.NotFound, "No work item has the key %s.", in.Key)
-			}
-			pl.Key = it.Key
-			return nil
-		})
+	}
+	if in.Assignee != nil && *in.Assignee != "" {
+		h, err := s.seatArg("assignee", *in.Assignee)
 		if err != nil {
-			return commentAnswer{}, err
+			return err
 		}
-		a, err = s.write(ctx, oc, kindComment, pl)
+		pl.Assignee = &h
 	}
-	if errors.Is(err, errUnknown) {
-		// Nothing about the remark is reported: not its id, not whom it
-		// mentions, not its question.
-		return commentAnswer{}, s.unknownRefusal(oc, "the comment on "+strings.ToUpper(in.Key), "")
+	if pl.Assignee != nil {
+		if err := checkReassign(it, *pl.Assignee); err != nil {
+			return err
+		}
 	}
+	if in.Parent != nil && *in.Parent != "" {
+		if _, err := checkParent(r, it, *in.Parent); err != nil {
+			return err
+		}
+	}
+	if pl.Labels != nil && !in.LabelsCreateMissing {
+		p, err := readProject(r, it.Project)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			p = &project{Key: it.Project}
+		}
+		return checkLabels(p, *pl.Labels)
+	}
+	return nil
+}
+
+// checkOneChecklistChange refuses a checklist argument that asks for none
+// or several changes.
+func checkOneChecklistChange(c *checkChange) error {
+	if c == nil {
+		return nil
+	}
+	n := 0
+	for _, set := range []bool{c.Add != "", c.Check != 0, c.Uncheck != 0, c.Remove != 0} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return authority.Refuse(authority.Invalid, "checklist takes exactly one change (add, check, uncheck or remove) per call.")
+	}
+	return nil
+}
+
+func applyUpdate(a *applier) (any, error) {
+	var pl updatePayload
+	if err := a.payload(&pl); err != nil {
+		return nil, err
+	}
+	old, err := a.mustItem(pl.Key)
 	if err != nil {
-		return commentAnswer{}, err
+		return nil, err
 	}
-	out := commentAnswer{writeOut: oc.out(a), Key: strings.ToUpper(in.Key)}
-	if a.Outcome == state.Applied {
-		var res itemResult
-		if err := json.Unmarshal(a.Result, &res); err != nil {
-			return commentAnswer{}, err
-		}
-		out.Key, out.CommentID, out.Version, out.Mentions, out.AlreadyPosted = res.Key, res.CommentID, res.Version, res.Mentions, res.AlreadyPosted
-		if res.AlreadyPosted {
-			out.Note = "This turn already posted a comment on this item; it is answered here instead of posting a second."
+	if err := checkVersion(old, pl.IfMatch); err != nil {
+		return nil, err
+	}
+	if err := checkOpen(old); err != nil {
+		return nil, err
+	}
+	it := clone(old)
+	var changed []string
+	mark := func(field, change string) {
+		changed = append(changed, field)
+		a.history(it, field, change)
+	}
+	if pl.Title != nil && *pl.Title != it.Title {
+		mark("title", describeText(it.Title, *pl.Title))
+		it.Title = *pl.Title
+	}
+	if pl.Description != nil && *pl.Description != it.Description {
+		mark("description", describeText(it.Description, *pl.Description))
+		it.Description = *pl.Description
+		if !slices.Contains(it.DescribedBy, a.by) {
+			it.DescribedBy = append(it.DescribedBy, a.by)
 		}
 	}
-	return out, nil
+	cat, err := readCatalogue(a.r)
+	if err != nil {
+		return nil, err
+	}
+	if pl.Status != nil && *pl.Status != it.Status {
+		if err := cat.checkStatus(*pl.Status); err != nil {
+			return nil, err
+		}
+		mark("status", it.Status+" -> "+*pl.Status)
+		it.Status = *pl.Status
+	}
+	if pl.Assignee != nil && *pl.Assignee != it.Assignee {
+		if err := checkReassign(it, *pl.Assignee); err != nil {
+			return nil, err
+		}
+		change := orNone(it.Assignee) + " -> " + orNone(*pl.Assignee)
+		if pl.Reason != "" {
+			change += fmt.Sprintf(" (reason given, %d bytes)", len(pl.Reason))
+		}
+		mark("assignee", change)
+		it.Assignee, it.Triage = *pl.Assignee, false
+		it.Reassignments++
+		if pl.Reason != "" {
+			// The reason is for the new assignee to read, so it goes where
+			// they read: the thread, naming them.
+			it.Thread = append(it.Thread, comment{ID: len(it.Thread) + 1, By: a.by, At: a.at(), Body: pl.Reason, Mentions: nonEmpty(it.Assignee)})
+		}
+		if it.Assignee != "" {
+			if err := a.wake(it.Assignee, it.Key, 0); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if pl.Priority != nil && *pl.Priority != it.Priority {
+		if err := cat.checkPriority(*pl.Priority); err != nil {
+			return nil, err
+		}
+		mark("priority", orNone(it.Priority)+" -> "+*pl.Priority)
+		it.Priority = *pl.Priority
+	}
+	if pl.Labels != nil && describeSet(it.Labels, *pl.Labels) != "" {
+		p, err := readProject(a.r, it.Project)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			if err := checkLabels(p, *pl.Labels); err != nil {
+				return nil, err
+			}
+		}
+		mark("labels", describeSet(it.Labels, *pl.Labels))
+		it.Labels = slices.Clone(*pl.Labels)
+	}
+	if pl.Parent != nil && *pl.Parent != it.Parent {
+		parent := ""
+		if *pl.Parent != "" {
+			if parent, err = checkParent(a.r, it, *pl.Parent); err != nil {
+				return nil, err
+			}
+		}
+		mark("parent", orNone(it.Parent)+" -> "+orNone(parent))
+		it.Parent = parent
+	}
+	if c := pl.Checklist; c != nil {
+		if err := applyChecklist(it, c, mark); err != nil {
+			return nil, err
+		}
+	}
+	if len(changed) == 0 {
+		return itemResult{Key: it.Key, ID: it.ID, Version: it.Version, Unchanged: true}, nil
+	}
+	it.Version++
+	it.UpdatedAt = a.at()
+	if err := a.putItem(old, it); err != nil {
+		return nil, err
+	}
+	if err := a.activity("updated", it.Project, it.Key, fmt.Sprintf("changed %s on %s", strings.Join(changed, ", "), it.Key), pl); err != nil {
+		return nil, err
+	}
+	return itemResult{Key: it.Key, ID: it.ID, Version: it.Version, Status: it.Status, Assignee: it.Assignee, Changed: changed}, nil
+}
+
+func applyChecklist(it *item, c *checkChange, mark func(string, string)) error {
+	find := func(id int) (int, error) {
+		for i, e := range it.Checklist {
+			if e.ID == id {
+				return i, nil
+			}
+		}
+		return 0, authority.Refuse(authority.Invalid, "checklist names entry %d, which %s does not have.", id, it.Key)
+	}
+	switch {
+	case c.Add != "":
+		id := 1
+		for _, e := range it.Checklist {
+			id = max(id, e.ID+1)
+		}
+		it.Checklist = append(it.Checklist, checkItem{ID: id, Text: c.Add})
+		mark("checklist", fmt.Sprintf("entry %d added (%d bytes)", id, len(c.Add)))
+	case c.Check != 0, c.Uncheck != 0:
+		id, done := c.Check, true
+		if id == 0 {
+			id, done = c.Uncheck, false
+		}
+		i, err := find(id)
+		if err != nil {
+			return err
+		}
+		if it.Checklist[i].Done != done {
+			it.Checklist[i].Done = done
+			mark("checklist", fmt.Sprintf("entry %d marked %s", id, map[bool]string{true: "done", false: "not done"}[done]))
+		}
+	case c.Remove != 0:
+		i, err := find(c.Remove)
+		if err != nil {
+			return err
+		}
+		it.Checklist = slices.Delete(it.Checklist, i, i+1)
+		mark("checklist", fmt.Sprintf("entry %d removed", c.Remove))
+	}
+	return nil
+}
+
+func applyLink(a *applier) (any, error) {
+	var pl linkPayload
+	if err := a.payload(&pl); err != nil {
+		return nil, err
+	}
+	from, err := a.mustItem(pl.Key)
+	if err != nil {
+		return nil, err
+	}
+	to, err := readItem(a.r, pl.Target)
+	if err != nil {
+		return nil, err
+	}
+	if to == nil {
+		return nil, authority.Refuse(authority.Invalid, "links names %s, which is no work item.", pl.Target)
+	}
+	if to.Key == from.Key {
+		return nil, authority.Refuse(authority.Invalid, "links names %s itself; an item cannot wait on or duplicate itself.", from.Key)
+	}
+	edit := func(it *item, kind, other string) bool {
+		l := link{Kind: kind, Key: other}
+		has := slices.Contains(it.Links, l)
+		switch {
+		case pl.Remove && has:
+			it.Links = slices.DeleteFunc(it.Links, func(x link) bool { return x == l })
+			a.history(it, "links", "-"+kind+" "+other)
+		case !pl.Remove && !has:
+			it.Links = append(it.Links, l)
+			a.history(it, "links", "+"+kind+" "+other)
+		default:
+			return false
+		}
+		it.Version++
+		it.UpdatedAt = a.at()
+		return true
+	}
+	nf, nt := clone(from), clone(to)
+	if edit(nf, pl.Kind, to.Key) {
+		if err := a.putItem(from, nf); err != nil {
+			return nil, err
+		}
+	}
+	if edit(nt, inverse[pl.Kind], from.Key) {
+		if err := a.putItem(to, nt); err != nil {
+			return nil, err
+		}
+	}
+	verb := "linked"
+	if pl.Remove {
+		verb = "unlinked"
+	}
+	if err := a.activity(verb, nf.Project, nf.Key, fmt.Sprintf("%s %s %s %s", verb, nf.Key, pl.Kind, nt.Key), nil); err != nil {
+		return nil, err
+	}
+	return itemResult{Key: nf.Key, ID: nf.ID, Version: nf.Version}, nil
 }

@@ -11,6 +11,15 @@ import (
 	"github.com/crewlet/hub/servers/state"
 )
 
+// wake is the row a projector leaves for a seat to be woken.
+type wake struct {
+	Seat    string    `json:"seat"`
+	Item    string    `json:"item"`
+	Comment int       `json:"comment"`
+	By      string    `json:"by"`
+	At      time.Time `json:"at"`
+}
+
 // Wake is a seat the tracker asks to be woken: named in a comment, put a
 // question, or handed an item. Whoever runs turns reads them with Wakes and
 // wakes each seat once per row.
@@ -40,7 +49,7 @@ func Wakes(n *state.Node, after string, limit int) ([]Wake, error) {
 			}
 			lower = append([]byte(kWake+after), 0)
 		}
-		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte("trk/wake0")})
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper(kWake)})
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,168 @@
+package tracker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Key layout. Numbers inside index keys are zero-padded so byte order is
+// number order, which lets a list walk an index newest first without
+// sorting.
+const (
+	kProject   = "trk/proj/"  // + KEY -> project
+	kItem      = "trk/item/"  // + KEY -> item
+	kSummary   = "trk/sum/"   // + KEY -> summary (what a list shows)
+	kAlias     = "trk/alias/" // + old KEY -> current KEY
+	kID        = "trk/id/"    // + item id -> current KEY
+	kIxProject = "trk/ix/p/"  // + PROJ/num
+	kIxStatus  = "trk/ix/ps/" // + PROJ/status/num
+	kIxAssign  = "trk/ix/a/"  // + assignee/PROJ/num
+	kIxChild   = "trk/ix/c/"  // + parent KEY/child KEY
+	kIxLabel   = "trk/ix/l/"  // + label/PROJ/num
+	kIxPrio    = "trk/ix/r/"  // + priority/PROJ/num
+	kIxStatAll = "trk/ix/s/"  // + status/PROJ/num
+	kCatalogue = "trk/catalogue"
+	kActivity  = "trk/act/"  // + pos(16 hex)/n(4) -> activity row
+	kTurnNote  = "trk/tc/"   // + item id/turn key -> comment id
+	kWake      = "trk/wake/" // + pos(16 hex)/n(4) -> wake event
+	kFile      = "trk/file/" // + PROJ/path -> file
+	kPosting   = "trk/tok/"  // + term/\x00/KEY -> term frequency
+	kDocLen    = "trk/dl/"   // + KEY -> indexed length
+	kStats     = "trk/stats" // documents and total length
+)
+
+// upper is the exclusive upper bound of every key starting with prefix.
+func upper(prefix string) []byte { return []byte(prefix + "\xff") }
+
+var keyRE = regexp.MustCompile(`^([A-Z][A-Z0-9]*)-([0-9]+)$`)
+
+// parseKey reads an item key (case-insensitive) into its project and number.
+func parseKey(s string) (string, int, bool) {
+	m := keyRE.FindStringSubmatch(strings.ToUpper(strings.TrimSpace(s)))
+	if m == nil {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(m[2])
+	if err != nil || n <= 0 {
+		return "", 0, false
+	}
+	return m[1], n, true
+}
+
+func itemKey(project string, n int) string { return fmt.Sprintf("%s-%d", project, n) }
+func pad(n int) string                     { return fmt.Sprintf("%010d", n) }
+
+// indexKeys are the list index rows an item is filed under, and the one
+// place they are spelled: putItem writes them, unindex deletes them, and a
+// list walks them.
+func (it *item) indexKeys() []string {
+	num := pad(it.Number)
+	keys := []string{
+		kIxProject + it.Project + "/" + num,
+		kIxStatus + it.Project + "/" + it.Status + "/" + num,
+		kIxAssign + it.Assignee + "/" + it.Project + "/" + num,
+		kIxPrio + it.Priority + "/" + it.Project + "/" + num,
+		kIxStatAll + it.Status + "/" + it.Project + "/" + num,
+	}
+	if it.Parent != "" {
+		keys = append(keys, kIxChild+it.Parent+"/"+it.Key)
+	}
+	for _, l := range it.Labels {
+		keys = append(keys, kIxLabel+l+"/"+it.Project+"/"+num)
+	}
+	return keys
+}
+
+// getJSON reads key into v; found is false when the key is absent.
+func getJSON(r pebble.Reader, key string, v any) (bool, error) {
+	b, closer, err := r.Get([]byte(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer closer.Close()
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("decode %q: %w", key, err)
+	}
+	return true, nil
+}
+
+func exists(r pebble.Reader, key string) (bool, error) {
+	_, closer, err := r.Get([]byte(key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	closer.Close()
+	return true, nil
+}
+
+func setJSON(b *pebble.Batch, key string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Set([]byte(key), data, nil)
+}
+
+// resolveKey follows aliases left by moves, so an old key still names the
+// item. It answers the current key, or "" when nothing has that key.
+func resolveKey(r pebble.Reader, key string) (string, error) {
+	key = strings.ToUpper(strings.TrimSpace(key))
+	for range 16 { // a moved item moved again chains; bounded against cycles
+		ok, err := exists(r, kItem+key)
+		if err != nil || ok {
+			return key, err
+		}
+		var next string
+		found, err := getJSON(r, kAlias+key, &next)
+		if err != nil || !found {
+			return "", err
+		}
+		key = next
+	}
+	return "", nil
+}
+
+// readItem reads an item by key (an old key from before a move works) or by
+// id; nil when nothing has it.
+func readItem(r pebble.Reader, keyOrID string) (*item, error) {
+	k := strings.TrimSpace(keyOrID)
+	if strings.HasPrefix(k, "wi_") {
+		var cur string
+		found, err := getJSON(r, kID+k, &cur)
+		if err != nil || !found {
+			return nil, err
+		}
+		k = cur
+	}
+	cur, err := resolveKey(r, k)
+	if err != nil || cur == "" {
+		return nil, err
+	}
+	var it item
+	found, err := getJSON(r, kItem+cur, &it)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &it, nil
+}
+
+func readProject(r pebble.Reader, key string) (*project, error) {
+	var p project
+	found, err := getJSON(r, kProject+key, &p)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &p, nil
+}

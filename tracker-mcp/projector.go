@@ -1,0 +1,254 @@
+package tracker
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
+)
+
+// Operation kinds, one projector each.
+const (
+	kindCreate    = "tracker.item.create"
+	kindUpdate    = "tracker.item.update"
+	kindLink      = "tracker.item.link"
+	kindComment   = "tracker.item.comment"
+	kindMerge     = "tracker.item.merge"
+	kindMove      = "tracker.item.move"
+	kindProject   = "tracker.project.write"
+	kindCatalogue = "tracker.catalogue.write"
+	kindFileWrite = "tracker.file.write"
+	kindFileRm    = "tracker.file.remove"
+)
+
+// Projectors returns the tracker's projectors; the hub registers them when
+// it opens the state node.
+func Projectors() []state.Projector {
+	return []state.Projector{
+		projector{kindCreate, applyCreate},
+		projector{kindUpdate, applyUpdate},
+		projector{kindLink, applyLink},
+		projector{kindComment, applyComment},
+		projector{kindMerge, applyMerge},
+		projector{kindMove, applyMove},
+		projector{kindProject, applyProject},
+		projector{kindCatalogue, applyCatalogue},
+		projector{kindFileWrite, applyFileWrite},
+		projector{kindFileRm, applyFileRemove},
+	}
+}
+
+// projector adapts one apply function to state.Projector.
+type projector struct {
+	name  string
+	apply func(a *applier) (any, error)
+}
+
+func (p projector) Name() string { return p.name }
+
+func (p projector) Apply(b *pebble.Batch, r pebble.Reader, pos uint64, op state.Op) (json.RawMessage, error) {
+	a := &applier{b: b, r: r, pos: pos, op: op, by: servers.AuthorOf(op.Caller)}
+	res, err := p.apply(a)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// applier is one operation being applied.
+type applier struct {
+	b    *pebble.Batch
+	r    pebble.Reader
+	pos  uint64
+	op   state.Op
+	by   servers.Author
+	acts int
+}
+
+func (a *applier) at() time.Time { return a.op.At.UTC() }
+
+func (a *applier) payload(v any) error {
+	if err := json.Unmarshal(a.op.Payload, v); err != nil {
+		return fmt.Errorf("decode payload of %s: %w", a.op.Kind, err)
+	}
+	return nil
+}
+
+// ensureProject returns the project row, creating it from decl when this is
+// the first write that needs it.
+func (a *applier) ensureProject(decl projectDecl) (*project, error) {
+	p, err := readProject(a.r, decl.Key)
+	if err != nil || p != nil {
+		return p, err
+	}
+	if decl.Key == "" {
+		return nil, authority.Refuse(authority.Invalid, "project names no project.")
+	}
+	name := decl.Name
+	if name == "" {
+		name = decl.Key
+	}
+	p = &project{Key: decl.Key, Name: name, Unit: decl.Unit, Lead: decl.Lead, Version: 1, CreatedAt: a.at()}
+	return p, a.putProject(p)
+}
+
+func (a *applier) putProject(p *project) error { return setJSON(a.b, kProject+p.Key, p) }
+
+// putItem writes an item and keeps its summary and indexes in step with it.
+// old is the item as it was (nil for a new one).
+func (a *applier) putItem(old, it *item) error {
+	if old != nil {
+		if err := a.unindex(old); err != nil {
+			return err
+		}
+	}
+	if err := setJSON(a.b, kItem+it.Key, it); err != nil {
+		return err
+	}
+	if err := setJSON(a.b, kSummary+it.Key, it.summary()); err != nil {
+		return err
+	}
+	for _, k := range it.indexKeys() {
+		if err := a.b.Set([]byte(k), nil, nil); err != nil {
+			return err
+		}
+	}
+	if err := setJSON(a.b, kID+it.ID, it.Key); err != nil {
+		return err
+	}
+	if err := a.count(it.Project, it.Status, +1); err != nil {
+		return err
+	}
+	return a.indexText(it)
+}
+
+func (a *applier) unindex(old *item) error {
+	for _, k := range old.indexKeys() {
+		if err := a.b.Delete([]byte(k), nil); err != nil {
+			return err
+		}
+	}
+	if err := a.count(old.Project, old.Status, -1); err != nil {
+		return err
+	}
+	return a.unindexText(old)
+}
+
+func (a *applier) count(proj, status string, delta int) error {
+	p, err := readProject(a.r, proj)
+	if err != nil || p == nil {
+		return err
+	}
+	if p.Counts == nil {
+		p.Counts = map[string]int{}
+	}
+	p.Counts[status] += delta
+	if p.Counts[status] <= 0 {
+		delete(p.Counts, status)
+	}
+	return a.putProject(p)
+}
+
+// children are the keys of an item's subtasks.
+func children(r pebble.Reader, key string) ([]string, error) {
+	prefix := kIxChild + key + "/"
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for it.First(); it.Valid(); it.Next() {
+		out = append(out, strings.TrimPrefix(string(it.Key()), prefix))
+	}
+	return out, it.Close()
+}
+
+func (a *applier) history(it *item, field, change string) {
+	it.History = append(it.History, historyRow{At: a.at(), By: a.by.Seat, Field: field, Change: change})
+}
+
+// activity adds a row to the feed; detail is the change record, texts
+// included, which get_activity answers fenced as the actor's.
+func (a *applier) activity(action, proj, key, sum string, detail any) error {
+	a.acts++
+	id := fmt.Sprintf("%016x.%04d", a.pos, a.acts)
+	row := activity{ID: "act_" + id, At: a.at(), Actor: a.by, Action: action, Project: proj, Item: key, Summary: sum}
+	if detail != nil {
+		d, err := json.Marshal(detail)
+		if err != nil {
+			return err
+		}
+		row.Detail = d
+	}
+	return setJSON(a.b, kActivity+id, row)
+}
+
+// wake asks for seat to be woken about an item (TRK-4).
+func (a *applier) wake(seat, key string, commentID int) error {
+	a.acts++
+	return setJSON(a.b, fmt.Sprintf("%s%016x/%04d", kWake, a.pos, a.acts), wake{Seat: seat, Item: key, Comment: commentID, By: a.by.Seat, At: a.at()})
+}
+
+func (a *applier) mustItem(key string) (*item, error) {
+	it, err := readItem(a.r, key)
+	if err != nil {
+		return nil, err
+	}
+	if it == nil {
+		return nil, authority.Refuse(authority.NotFound, "No work item has the key %s.", key)
+	}
+	return it, nil
+}
+
+func clone(it *item) *item {
+	c := *it
+	c.Labels = slices.Clone(it.Labels)
+	c.Links = slices.Clone(it.Links)
+	c.Checklist = slices.Clone(it.Checklist)
+	c.Thread = slices.Clone(it.Thread)
+	c.History = slices.Clone(it.History)
+	c.DescribedBy = slices.Clone(it.DescribedBy)
+	c.OldKeys = slices.Clone(it.OldKeys)
+	return &c
+}
+
+// describeSet says what joined and left a set, never both sides whole.
+func describeSet(before, after []string) string {
+	var parts []string
+	for _, a := range after {
+		if !slices.Contains(before, a) {
+			parts = append(parts, "+"+a)
+		}
+	}
+	for _, b := range before {
+		if !slices.Contains(after, b) {
+			parts = append(parts, "-"+b)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func describeText(before, after string) string {
+	switch {
+	case before == "":
+		return fmt.Sprintf("set (%d bytes)", len(after))
+	case after == "":
+		return fmt.Sprintf("cleared (was %d bytes)", len(before))
+	default:
+		return fmt.Sprintf("rewritten (%d -> %d bytes)", len(before), len(after))
+	}
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}

@@ -1,0 +1,124 @@
+package tracker
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/crewlet/hub/authority"
+)
+
+// The rules of the board, each written once. A tool calls them to refuse a
+// call before it writes; the projector calls the same ones again, because
+// the board may have changed between the two and only the projector, in log
+// order, decides (see the package documentation).
+
+// ReassignmentBudget is how often an item may be handed on after it was
+// filed (TRK-5). It stops work bouncing between seats that each decide it is
+// somebody else's.
+const ReassignmentBudget = 5
+
+var labelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.:-]{0,47}$`)
+
+// checkLabelNames refuses a label that is not a label's shape.
+func checkLabelNames(labels []string) error {
+	for _, l := range labels {
+		if !labelRE.MatchString(l) {
+			return authority.Refuse(authority.Invalid, "labels holds %q; a label is lower-case letters, digits and _ . : -, up to 48 characters.", l)
+		}
+	}
+	return nil
+}
+
+// checkLabels refuses labels the project has not declared.
+func checkLabels(p *project, labels []string) error {
+	var missing []string
+	for _, l := range labels {
+		if !slices.Contains(p.Labels, l) {
+			missing = append(missing, l)
+		}
+	}
+	if len(missing) > 0 {
+		return authority.Refuse(authority.Invalid, "labels names %s, which project %s has not declared. Declare them with write_project, or send labels_create_missing: true.", strings.Join(missing, ", "), p.Key)
+	}
+	return nil
+}
+
+// checkVersion refuses a change stated against a version the item has
+// moved past (if_match).
+func checkVersion(it *item, ifMatch int) error {
+	if ifMatch != 0 && ifMatch != it.Version {
+		return authority.Refuse(authority.StaleVersion, "%s is at version %d, not %d: it changed after you read it. Read it again and decide from what it says now.", it.Key, it.Version, ifMatch).WithData("version", it.Version)
+	}
+	return nil
+}
+
+// checkOpen refuses a change to an item merged into another.
+func checkOpen(it *item) error {
+	if it.MergedInto != "" {
+		return authority.Refuse(authority.Invalid, "%s was merged into %s and is closed; change %s instead.", it.Key, it.MergedInto, it.MergedInto)
+	}
+	return nil
+}
+
+// checkReassign refuses handing an item on once its budget is spent
+// (TRK-5). Setting the assignee it already has is no reassignment.
+func checkReassign(it *item, assignee string) error {
+	if assignee != it.Assignee && it.Reassignments >= ReassignmentBudget {
+		return authority.Refuse(authority.ReassignmentBudget, "%s has been reassigned %d times, its whole budget; do not reassign it again. Work it, or say in its thread what is blocking it.", it.Key, it.Reassignments)
+	}
+	return nil
+}
+
+// maxDepth bounds how far up a parent chain the cycle check walks; a chain
+// longer than this is refused as if it looped.
+const maxDepth = 64
+
+// checkParent resolves the item a parent argument names and refuses one
+// that names no item (REF-3) or that would make child (nil for a new item)
+// its own ancestor, however far up the chain the loop would close.
+func checkParent(r pebble.Reader, child *item, parent string) (string, error) {
+	p, err := readItem(r, parent)
+	if err != nil {
+		return "", err
+	}
+	if p == nil {
+		return "", authority.Refuse(authority.Invalid, "parent %s names no work item.", parent)
+	}
+	if child == nil {
+		return p.Key, nil
+	}
+	for up, depth := p, 0; up != nil; depth++ {
+		if up.Key == child.Key || depth == maxDepth {
+			return "", authority.Refuse(authority.Invalid, "parent %s would make %s its own ancestor.", p.Key, child.Key)
+		}
+		if up.Parent == "" {
+			break
+		}
+		if up, err = readItem(r, up.Parent); err != nil {
+			return "", err
+		}
+	}
+	return p.Key, nil
+}
+
+// dedupe trims, drops empties and keeps the first of each value.
+func dedupe(xs []string) []string {
+	var out []string
+	for _, x := range xs {
+		x = strings.TrimSpace(x)
+		if x != "" && !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nobody"
+	}
+	return s
+}
