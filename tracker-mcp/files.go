@@ -15,14 +15,20 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
-// file is one project file.
+// file is one project file. Its bytes are not in the projection or the
+// log but in the node's blob store (TRK-2: a removed file's content must
+// really be deleted, and the log keeps everything it is given); the row
+// names the blob and the digest it is checked against.
 type file struct {
 	Project string           `json:"project"`
 	Path    string           `json:"path"`
 	Type    string           `json:"type"`
-	Content []byte           `json:"content"`
+	Blob    string           `json:"blob"`
+	Digest  string           `json:"digest"`
+	Size    int              `json:"size"`
 	Version int              `json:"version"`
 	Writers []servers.Author `json:"writers"`
 	Updated time.Time        `json:"updated_at"`
@@ -103,7 +109,7 @@ func (s *srv) listProjectFiles(_ context.Context, c authority.Caller, in listFil
 				out.NextAfter = out.Files[len(out.Files)-1].Path
 				break
 			}
-			out.Files = append(out.Files, fileInfo{Path: f.Path, Type: f.Type, Size: len(f.Content), Version: f.Version, Writers: seats(f.Writers), Updated: f.Updated.Format("2006-01-02T15:04:05Z07:00")})
+			out.Files = append(out.Files, fileInfo{Path: f.Path, Type: f.Type, Size: f.Size, Version: f.Version, Writers: seats(f.Writers), Updated: f.Updated.Format("2006-01-02T15:04:05Z07:00")})
 		}
 		return nil
 	})
@@ -138,18 +144,17 @@ type readFileOut struct {
 	Note       string              `json:"note,omitempty"`
 }
 
-func (s *srv) readProjectFile(_ context.Context, c authority.Caller, in readFileIn) (readFileOut, error) {
+func (s *srv) readProjectFile(ctx context.Context, c authority.Caller, in readFileIn) (readFileOut, error) {
 	p, err := cleanPath(in.Path)
 	if err != nil {
 		return readFileOut{}, err
 	}
-	var out readFileOut
+	var f file
 	err = s.w.View(func(r pebble.Reader) error {
 		d, _, err := s.resolveProject(r, c, in.Project)
 		if err != nil {
 			return err
 		}
-		var f file
 		found, err := getJSON(r, fileKey(d.Key, p), &f)
 		if err != nil {
 			return err
@@ -157,33 +162,40 @@ func (s *srv) readProjectFile(_ context.Context, c authority.Caller, in readFile
 		if !found {
 			return authority.Refuse(authority.NotFound, "Project %s has no file at %s.", d.Key, p)
 		}
-		if in.Offset < 0 || in.Offset > len(f.Content) {
-			return authority.Refuse(authority.Invalid, "offset %d is outside the file's %d bytes.", in.Offset, len(f.Content))
-		}
-		out = readFileOut{Path: f.Path, Type: f.Type, Size: len(f.Content), Version: f.Version, Offset: in.Offset}
-		end := min(len(f.Content), in.Offset+filePageBytes)
-		if in.Base64 {
-			out.Base64 = base64.StdEncoding.EncodeToString(f.Content[in.Offset:end])
-		} else {
-			if !utf8.Valid(f.Content) {
-				return authority.Refuse(authority.Invalid, "base64: %s holds bytes that are not text; read it with base64: true.", p)
-			}
-			// A page ends on a whole character, never inside one.
-			for end < len(f.Content) && !utf8.RuneStart(f.Content[end]) {
-				end--
-			}
-			e := envelope()
-			out.Text = e.Fence(string(f.Content[in.Offset:end]), f.Writers)
-			pv := e.Provenance()
-			out.Provenance = &pv
-		}
-		if end < len(f.Content) {
-			out.NextOffset = end
-			out.Note = "This is one page of the file; read on from next_offset."
-		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return readFileOut{}, err
+	}
+	if in.Offset < 0 || in.Offset > f.Size {
+		return readFileOut{}, authority.Refuse(authority.Invalid, "offset %d is outside the file's %d bytes.", in.Offset, f.Size)
+	}
+	content, err := s.w.Node().Blob(ctx, f.Blob, f.Digest)
+	if err != nil {
+		return readFileOut{}, err
+	}
+	out := readFileOut{Path: f.Path, Type: f.Type, Size: f.Size, Version: f.Version, Offset: in.Offset}
+	end := min(len(content), in.Offset+filePageBytes)
+	if in.Base64 {
+		out.Base64 = base64.StdEncoding.EncodeToString(content[in.Offset:end])
+	} else {
+		if !utf8.Valid(content) {
+			return readFileOut{}, authority.Refuse(authority.Invalid, "base64: %s holds bytes that are not text; read it with base64: true.", p)
+		}
+		// A page ends on a whole character, never inside one.
+		for end < len(content) && !utf8.RuneStart(content[end]) {
+			end--
+		}
+		e := envelope()
+		out.Text = e.Fence(string(content[in.Offset:end]), f.Writers)
+		pv := e.Provenance()
+		out.Provenance = &pv
+	}
+	if end < len(content) {
+		out.NextOffset = end
+		out.Note = "This is one page of the file; read on from next_offset."
+	}
+	return out, nil
 }
 
 type writeFileIn struct {
@@ -207,7 +219,9 @@ type fileWritePayload struct {
 	Project   projectDecl `json:"project"`
 	Path      string      `json:"path"`
 	Type      string      `json:"type"`
-	Content   []byte      `json:"content"`
+	Blob      string      `json:"blob"`
+	Digest    string      `json:"digest"`
+	Size      int         `json:"size"`
 	IfVersion int         `json:"if_version,omitempty"`
 }
 
@@ -283,13 +297,20 @@ func (s *srv) writeProjectFile(ctx context.Context, c authority.Caller, in write
 		if err := checkFileVersion(f, found, d.Key, p, in.IfVersion); err != nil {
 			return servers.Intent{}, err
 		}
-		if found && f.Type == typ && slices.Equal(f.Content, content) {
+		if found && f.Type == typ && f.Digest == state.Digest(content) {
 			// Nothing would change, so nothing is written.
 			same = &f
 			return servers.Intent{}, nil
 		}
+		// The bytes go to the blob store before the operation that refers
+		// to them is written; the operation's id names them, so a repeat
+		// puts the same blob.
+		digest, err := s.w.Node().PutBlob(ctx, string(call.ID), content)
+		if err != nil {
+			return servers.Intent{}, err
+		}
 		return servers.Intent{Kind: kindFileWrite, What: "the file write",
-			Payload: fileWritePayload{Project: d, Path: p, Type: typ, Content: content, IfVersion: in.IfVersion}}, nil
+			Payload: fileWritePayload{Project: d, Path: p, Type: typ, Blob: string(call.ID), Digest: digest, Size: len(content), IfVersion: in.IfVersion}}, nil
 	})
 	if err != nil {
 		return writeFileOut{}, err
@@ -297,9 +318,11 @@ func (s *srv) writeProjectFile(ctx context.Context, c authority.Caller, in write
 	out := writeFileOut{WriteOut: wo}
 	switch {
 	case same != nil:
-		out.Path, out.Version, out.Size = same.Path, same.Version, len(same.Content)
+		out.Path, out.Version, out.Size = same.Path, same.Version, same.Size
 	case res != nil:
 		out.Path, out.Version, out.Size = res.Path, res.Version, res.Size
+		// An overwritten version's bytes go now, not at the next sweep.
+		s.eraseFreed(ctx)
 	}
 	return out, nil
 }
@@ -321,7 +344,16 @@ func applyFileWrite(a *applier) (any, error) {
 	if err := checkFileVersion(f, found, p.Key, pl.Path, pl.IfVersion); err != nil {
 		return nil, err
 	}
-	f.Project, f.Path, f.Type, f.Content = p.Key, pl.Path, pl.Type, pl.Content
+	if found {
+		// The version it replaces keeps no bytes anywhere.
+		if err := state.FreeBlob(a.b, f.Blob); err != nil {
+			return nil, err
+		}
+	}
+	if err := state.HoldBlob(a.b, pl.Blob); err != nil {
+		return nil, err
+	}
+	f.Project, f.Path, f.Type, f.Blob, f.Digest, f.Size = p.Key, pl.Path, pl.Type, pl.Blob, pl.Digest, pl.Size
 	f.Version++
 	f.Updated = a.at()
 	if !slices.Contains(f.Writers, a.by) {
@@ -330,10 +362,10 @@ func applyFileWrite(a *applier) (any, error) {
 	if err := setJSON(a.b, fileKey(p.Key, pl.Path), f); err != nil {
 		return nil, err
 	}
-	if err := a.activity("file_written", p.Key, "", fmt.Sprintf("wrote %s (%d bytes)", pl.Path, len(pl.Content)), nil); err != nil {
+	if err := a.activity("file_written", p.Key, "", fmt.Sprintf("wrote %s (%d bytes)", pl.Path, pl.Size), nil); err != nil {
 		return nil, err
 	}
-	return fileResult{Project: p.Key, Path: pl.Path, Version: f.Version, Size: len(f.Content)}, nil
+	return fileResult{Project: p.Key, Path: pl.Path, Version: f.Version, Size: f.Size}, nil
 }
 
 type removeFileIn struct {
@@ -376,8 +408,19 @@ func (s *srv) removeProjectFile(ctx context.Context, c authority.Caller, in remo
 	out := removeFileOut{WriteOut: wo}
 	if res != nil {
 		out.Path, out.Removed = res.Path, res.Removed
+		s.eraseFreed(ctx)
 	}
 	return out, nil
+}
+
+// eraseFreed erases the bytes of the versions a write just freed, so they
+// are gone when the write answers. A failure is the node's to retry: its
+// blob keeper erases what is left on its next pass, and the write itself
+// stands.
+func (s *srv) eraseFreed(ctx context.Context) {
+	if err := s.w.Node().EraseFreed(ctx); err != nil {
+		s.d.Logger.Error("tracker: erasing freed file bytes", "err", err)
+	}
 }
 
 // checkFileExists refuses naming a file the project does not have.
@@ -397,7 +440,16 @@ func applyFileRemove(a *applier) (any, error) {
 	if err := a.payload(&pl); err != nil {
 		return nil, err
 	}
-	if err := checkFileExists(a.r, pl.Project, pl.Path); err != nil {
+	var f file
+	found, err := getJSON(a.r, fileKey(pl.Project, pl.Path), &f)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, authority.Refuse(authority.NotFound, "Project %s has no file at %s.", pl.Project, pl.Path)
+	}
+	// The content goes with the row: its blob is freed, and erased.
+	if err := state.FreeBlob(a.b, f.Blob); err != nil {
 		return nil, err
 	}
 	if err := a.b.Delete([]byte(fileKey(pl.Project, pl.Path)), nil); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state/statetest"
 )
 
 // TRK-2: project files.
@@ -57,4 +58,31 @@ func TestProjectFiles(t *testing.T) {
 	}
 	h.refused(ada, "read_project_file", map[string]any{"path": "specs/api.md"}, authority.NotFound)
 	h.refused(ada, "remove_project_file", map[string]any{"path": "specs/api.md"}, authority.NotFound)
+}
+
+// TRK-2: remove_project_file deletes the content from storage. Neither the
+// removed file's bytes nor those of the version an overwrite replaced are
+// anywhere under the data directory afterwards — not in the log, not in the
+// projection, not in the blob store's files.
+func TestRemovedFileLeavesNoBytes(t *testing.T) {
+	h := newHarness(t)
+	first, second := "PLANTED-first-version-3b9e", "PLANTED-second-version-81d0"
+	h.ok(ada, "write_project_file", map[string]any{"path": "secret/plan.md", "content": "the plan: " + first})
+	if len(statetest.Grep(t, h.dir, first)) == 0 {
+		t.Fatal("the first version is not under the data directory at all; the test proves nothing")
+	}
+	out := h.ok(ada, "write_project_file", map[string]any{"path": "secret/plan.md", "content": "the new plan: " + second})
+	if num(out["version"]) != 2 {
+		t.Fatalf("overwrite answered %v", out)
+	}
+	if hits := statetest.Grep(t, h.dir, first); len(hits) != 0 {
+		t.Fatalf("the overwritten version's bytes are still stored: %v", hits)
+	}
+	read := h.ok(alan, "read_project_file", map[string]any{"path": "secret/plan.md"})
+	mustContain(t, read["text"].(string), second)
+	h.ok(ada, "remove_project_file", map[string]any{"path": "secret/plan.md"})
+	if hits := statetest.Grep(t, h.dir, second); len(hits) != 0 {
+		t.Fatalf("the removed file's bytes are still stored: %v", hits)
+	}
+	h.refused(alan, "read_project_file", map[string]any{"path": "secret/plan.md"}, authority.NotFound)
 }

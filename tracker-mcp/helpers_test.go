@@ -51,6 +51,7 @@ var (
 type harness struct {
 	*serverstest.Client
 	t    testing.TB
+	dir  string // the node's data directory
 	node *state.Node
 	log  *statetest.FaultLog
 }
@@ -61,8 +62,9 @@ func newHarness(t testing.TB) *harness {
 	if os.Getenv("TRACKER_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	node, f := statetest.OpenFaulty(t, t.TempDir(), state.Options{Projectors: Projectors(), Logger: logger})
-	h := &harness{t: t, node: node, log: f}
+	dir := t.TempDir()
+	node, f := statetest.OpenFaulty(t, dir, state.Options{Projectors: Projectors(), Logger: logger})
+	h := &harness{t: t, dir: dir, node: node, log: f}
 	h.connect(Deps{Node: node, Directory: testDirectory, Logger: logger})
 	return h
 }

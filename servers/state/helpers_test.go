@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +40,10 @@ type notePayload struct {
 	Panic    bool   `json:"panic,omitempty"`
 	Fail     bool   `json:"fail,omitempty"`
 	Reserved bool   `json:"reserved,omitempty"`
+	// Hold and Free name blobs the note refers to from now on, and no
+	// longer.
+	Hold string `json:"hold,omitempty"`
+	Free string `json:"free,omitempty"`
 }
 
 func (notes) Name() string { return "note" }
@@ -72,6 +73,16 @@ func (p notes) Apply(b *pebble.Batch, r pebble.Reader, pos uint64, op Op) (json.
 		return nil, errors.New("an unmarked failure")
 	case pl.Reserved:
 		if err := b.Set([]byte("\x00state/position"), u64(1), nil); err != nil {
+			return nil, err
+		}
+	}
+	if pl.Hold != "" {
+		if err := HoldBlob(b, pl.Hold); err != nil {
+			return nil, err
+		}
+	}
+	if pl.Free != "" {
+		if err := FreeBlob(b, pl.Free); err != nil {
 			return nil, err
 		}
 	}
@@ -158,15 +169,16 @@ func ledgerRows(t testing.TB, n *Node) int {
 	return rows
 }
 
-// jsOf finds the JetStream log under a node, through any fault wrapper.
+// jsOf finds the JetStream log under a node, through any wrapper that
+// says what it wraps.
 func jsOf(n *Node) *JetStreamLog {
 	l := n.log
 	for {
 		switch v := l.(type) {
 		case *JetStreamLog:
 			return v
-		case *faultLog:
-			l = v.Log
+		case interface{ Unwrap() Log }:
+			l = v.Unwrap()
 		default:
 			return nil
 		}
@@ -181,62 +193,6 @@ func logMsgs(t testing.TB, n *Node) uint64 {
 		t.Fatalf("stream info: %v", err)
 	}
 	return info.State.Msgs
-}
-
-// faultLog wraps a real log and breaks it in the ways a test asks for.
-type faultLog struct {
-	Log
-	mu sync.Mutex
-	// dropAcks: the next n appends land, but the caller hears an error.
-	dropAcks int
-	// refuse: appends fail before reaching the log, said as not appended.
-	refuse bool
-	// stripIDs: appends carry no dedupe id, as if past the log's window.
-	stripIDs bool
-	appends  atomic.Int64
-}
-
-func (f *faultLog) Append(ctx context.Context, msgs []Message) ([]uint64, error) {
-	f.mu.Lock()
-	refuse, strip := f.refuse, f.stripIDs
-	drop := f.dropAcks > 0
-	if drop {
-		f.dropAcks--
-	}
-	f.mu.Unlock()
-	if refuse {
-		return nil, fmt.Errorf("%w: injected", ErrNotAppended)
-	}
-	if strip {
-		msgs = append([]Message(nil), msgs...)
-		for i := range msgs {
-			msgs[i].ID = ""
-		}
-	}
-	f.appends.Add(1)
-	pos, err := f.Log.Append(ctx, msgs)
-	if drop && err == nil {
-		return nil, errors.New("injected: acknowledgement lost")
-	}
-	return pos, err
-}
-
-func (f *faultLog) set(fn func(f *faultLog)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn(f)
-}
-
-// openFaulty opens a node over a real JetStream log wrapped in a faultLog.
-func openFaulty(t testing.TB, dir string) (*Node, *faultLog) {
-	t.Helper()
-	js, err := OpenJetStream(context.Background(), dir+"/log")
-	if err != nil {
-		t.Fatalf("OpenJetStream: %v", err)
-	}
-	f := &faultLog{Log: js}
-	n := openNode(t, dir, func(o *Options) { o.Log = f })
-	return n, f
 }
 
 func asRefusal(t testing.TB, err error, class authority.Class) *authority.Refusal {

@@ -105,6 +105,13 @@ type Options struct {
 	// Log, if set, is used instead of the embedded JetStream log. The node
 	// takes it over: Close closes it.
 	Log Log
+	// Blobs is where the bytes writes carry are kept (see Blobs). Unset:
+	// the embedded log's object store when the node opens the embedded
+	// log itself, else none, and PutBlob fails.
+	Blobs Blobs
+	// BlobGrace is how old a blob nothing refers to must be before the
+	// node erases it as an orphan, and how often it looks.
+	BlobGrace time.Duration
 
 	ephemeral bool
 }
@@ -119,6 +126,9 @@ func (o *Options) EnsureDefaults() error {
 	}
 	if o.ProjectionWait <= 0 {
 		o.ProjectionWait = DefaultProjectionWait
+	}
+	if o.BlobGrace <= 0 {
+		o.BlobGrace = DefaultBlobGrace
 	}
 	if o.Dir == "" {
 		dir, err := os.MkdirTemp("", "crewlet-state-")
@@ -137,6 +147,8 @@ type Node struct {
 	db         *pebble.DB
 	projectors map[string]Projector
 	logger     *slog.Logger
+	blobs      Blobs
+	blobMu     sync.Mutex // one eraser at a time
 
 	pos     atomic.Uint64 // last applied position; written by the follower only
 	horizon atomic.Int64  // Unix ms: ops minted before it may predate the ledger
@@ -169,7 +181,7 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 		}
 		n.projectors[p.Name()] = p
 	}
-	n.log = opts.Log
+	n.log, n.blobs = opts.Log, opts.Blobs
 	if n.log == nil {
 		l, err := OpenJetStream(ctx, filepath.Join(opts.Dir, "log"))
 		if err != nil {
@@ -177,6 +189,12 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 			return nil, err
 		}
 		n.log = l
+		if n.blobs == nil {
+			if n.blobs, err = l.Blobs(ctx); err != nil {
+				n.cleanup()
+				return nil, err
+			}
+		}
 	}
 	db, err := pebble.Open(filepath.Join(opts.Dir, "projection"), &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
@@ -218,6 +236,12 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.WaitFor(ctx, last); err != nil {
 		n.Close()
 		return nil, fmt.Errorf("state: projection catching up to position %d: %w", last, err)
+	}
+	// Only once the projection holds every reference the log did can a blob
+	// nothing refers to be told from one whose operation is yet to apply.
+	if n.blobs != nil {
+		n.followerW.Add(1)
+		go n.sweepBlobs(fctx)
 	}
 	return n, nil
 }

@@ -4,9 +4,14 @@
 package statetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,7 +155,8 @@ func (l *FaultLog) Append(ctx context.Context, msgs []state.Message) ([]uint64, 
 }
 
 // OpenFaulty opens a node whose log is a real JetStream log under
-// dir/log wrapped in a FaultLog; opts.Dir and opts.Log are set here. The
+// dir/log wrapped in a FaultLog, with that log's blob store unless opts
+// names another; opts.Dir and opts.Log are set here. The
 // node is closed when the test ends.
 func OpenFaulty(t testing.TB, dir string, opts state.Options) (*state.Node, *FaultLog) {
 	t.Helper()
@@ -162,10 +168,51 @@ func OpenFaulty(t testing.TB, dir string, opts state.Options) (*state.Node, *Fau
 	}
 	f := &FaultLog{Log: js}
 	opts.Dir, opts.Log = dir, f
+	if opts.Blobs == nil {
+		if opts.Blobs, err = js.Blobs(ctx); err != nil {
+			t.Fatalf("Blobs: %v", err)
+		}
+	}
 	n, err := state.Open(ctx, opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = n.Close() })
 	return n, f
+}
+
+// Unwrap is the log the fault log wraps.
+func (l *FaultLog) Unwrap() state.Log { return l.Log }
+
+// Grep lists the files under dir that hold marker anywhere, by their path
+// inside dir: how a test shows that bytes are really gone from a node's
+// data directory, whichever store kept them.
+func Grep(t testing.TB, dir, marker string) []string {
+	t.Helper()
+	var hits []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		// A running node creates and removes files as it goes; one that
+		// vanished between the listing and the read holds nothing now.
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte(marker)) {
+			hits = append(hits, strings.TrimPrefix(p, dir))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits
 }
