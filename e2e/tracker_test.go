@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -242,4 +243,45 @@ func TestKill9KeepsEveryAppliedWrite(t *testing.T) {
 	h3 := startHubIn(t, dir, []string{"CREWLET_OPERATOR_TOKEN="})
 	check(h3)
 	t.Logf("%d applied writes survived kill -9 and a projection rebuild", len(keys))
+}
+
+// The standalone tracker with --as, driven by clients that know nothing of
+// Crewlet's caller metadata: the MCP Inspector CLI (as the README shows it)
+// files an item over stdio, and a plain go-sdk client reads it back.
+func TestStandaloneTrackerAsSeat(t *testing.T) {
+	bin := crewletBinary(t)
+	dir := t.TempDir()
+	inspector := filepath.Join(npmInstalled(t), ".bin", "mcp-inspector")
+	cmd := exec.CommandContext(ctxT(t), pinnedNode(t), inspector, "--cli", bin, "tracker-mcp", "--as", "admin", "--data-dir", dir,
+		"--method", "tools/call", "--tool-name", "create_work_item", "--tool-arg", "title=My first item")
+	cmd.Env = nodeEnv(t)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("inspector: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	var res struct {
+		IsError           bool           `json:"isError"`
+		StructuredContent map[string]any `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("inspector output is not a tool result: %v\n%s", err, stdout.String())
+	}
+	if res.IsError || res.StructuredContent["outcome"] != "applied" || res.StructuredContent["key"] != "CORE-1" {
+		t.Fatalf("inspector's call answered %s", stdout.String())
+	}
+
+	cmd2 := exec.Command(bin, "tracker-mcp", "--as", "admin", "--data-dir", dir)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "0"}, nil).Connect(ctxT(t), &mcp.CommandTransport{Command: cmd2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	got, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "get_work_item", Arguments: map[string]any{"key": "CORE-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.IsError || !strings.Contains(resultText(got), "My first item") || !strings.Contains(resultText(got), `"created_by":"admin"`) {
+		t.Fatalf("get_work_item through a plain client: %s", resultText(got))
+	}
 }

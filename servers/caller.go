@@ -22,6 +22,21 @@ import (
 // zero Trust trusts nobody.
 type Trust struct {
 	proof string
+	// as is who a call that names no caller acts as, for the clients As
+	// allows it for; nil: nobody.
+	as       *authority.Caller
+	asAnyone bool
+}
+
+// As returns the trust with a seat for calls that name no caller, as a
+// server run on its own for one person has: an ordinary MCP client cannot
+// put a caller and a proof in its requests' metadata. anyone: every client
+// gets it (over stdio the client is whoever started the process, who chose
+// the seat); otherwise only a client presenting the proof does (over
+// HTTP). A call that names a caller is judged as without As.
+func (t Trust) As(c authority.Caller, anyone bool) Trust {
+	t.as, t.asAnyone = &c, anyone
+	return t
 }
 
 // TrustProof trusts callers presenting proof, in the request metadata
@@ -51,11 +66,15 @@ func (t Trust) Caller(req *mcp.CallToolRequest) (authority.Caller, error) {
 	if req != nil && req.Params != nil {
 		meta = req.Params.Meta
 	}
-	if !t.trusted(req, meta) {
+	proven := t.trusted(req, meta)
+	raw, ok := meta[MetaCaller]
+	if !ok && t.as != nil && (t.asAnyone || proven) {
+		return *t.as, nil
+	}
+	if !proven {
 		return authority.Caller{}, authority.Refuse(authority.Forbidden,
 			"This server takes calls only from the hub or from the caller it was started to trust; this connection presented no such proof.")
 	}
-	raw, ok := meta[MetaCaller]
 	if !ok {
 		return authority.Caller{}, authority.Refuse(authority.Forbidden,
 			"The call names no caller, so nobody could be held to it; it was not run.")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/standalone"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -38,6 +39,15 @@ func NewServer(d Deps, trust servers.Trust) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "crewlet-tracker", Version: servers.Version}, &mcp.ServerOptions{Logger: d.Logger})
 	servers.Register(s, trust, d.Logger, Tools(d)...)
 	return s
+}
+
+// Standalone is the tracker as `crewlet tracker-mcp` runs it on its own.
+var Standalone = standalone.Server{
+	Name:       Name,
+	Projectors: Projectors(),
+	New: func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust) *mcp.Server {
+		return NewServer(Deps{Node: node, Directory: dir, Logger: log}, trust)
+	},
 }
 
 // Delivers is where tracker writes put something in front of somebody: the

@@ -13,7 +13,7 @@ import (
 
 const usage = `usage:
   crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
-  crewlet tracker-mcp [--http ADDR] [--data-dir DIR] [--config FILE]
+  crewlet tracker-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
   crewlet config check FILE
   crewlet config default
   crewlet secrets set NAME [--data-dir DIR]   (value on stdin)
