@@ -285,3 +285,71 @@ func TestStandaloneTrackerAsSeat(t *testing.T) {
 		t.Fatalf("get_work_item through a plain client: %s", resultText(got))
 	}
 }
+
+// WR-10 through the hub: a description read through /operator/mcp that the
+// hub's sanitiser changed (a control character stripped, a secret redacted)
+// still comes back under a fence that matches it, so writing it back — from
+// the text a model reads or from the structured content — stores it once,
+// unfenced.
+func TestFencedTextSurvivesTheSanitiserRoundTrip(t *testing.T) {
+	h := startHub(t, []string{"CREWLET_OPERATOR_TOKEN="})
+	cs, err := goSDKClient(t, h.mcpURL(), h.token, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := "Ring the bell\x07 and do not paste " + h.token + " anywhere."
+	key := mustJSONField(t, callTool(t, cs, "create_work_item", map[string]any{"title": "Sanitised", "description": raw}), "key")
+	read := func() (fromText, fromStructured string) {
+		res := callTool(t, cs, "get_work_item", map[string]any{"key": key})
+		if res.IsError {
+			t.Fatalf("get_work_item: %s", resultText(res))
+		}
+		var text struct {
+			Item struct{ Description string } `json:"item"`
+		}
+		if err := json.Unmarshal([]byte(resultText(res)), &text); err != nil {
+			t.Fatalf("the text content is not the answer's JSON: %v", err)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		var structured struct {
+			Item struct{ Description string } `json:"item"`
+		}
+		_ = json.Unmarshal(b, &structured)
+		return text.Item.Description, structured.Item.Description
+	}
+	fromText, fromStructured := read()
+	if fromText != fromStructured {
+		t.Fatalf("text and structured content disagree:\n%q\n%q", fromText, fromStructured)
+	}
+	if strings.Contains(fromText, h.token) || strings.Contains(fromText, "\x07") || !strings.HasPrefix(fromText, "<<<untrusted id=") {
+		t.Fatalf("the description as read: %q", fromText)
+	}
+	for i, back := range []string{fromText, fromStructured} {
+		if res := callTool(t, cs, "update_work_item", map[string]any{"key": key, "description": back}); res.IsError {
+			t.Fatalf("write-back %d: %s", i, resultText(res))
+		}
+		again, _ := read()
+		if n := strings.Count(again, "<<<untrusted id="); n != 1 {
+			t.Fatalf("write-back %d stored the fence inside the text (%d fences): %q", i, n, again)
+		}
+		if !strings.Contains(again, "Ring the bell and do not paste ") {
+			t.Fatalf("write-back %d: %q", i, again)
+		}
+	}
+}
+
+// mustJSONField reads one string field of a successful result.
+func mustJSONField(t testing.TB, res *mcp.CallToolResult, field string) string {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("refused: %s", resultText(res))
+	}
+	var m map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	_ = json.Unmarshal(b, &m)
+	s, ok := m[field].(string)
+	if !ok {
+		t.Fatalf("no %s in %s", field, b)
+	}
+	return s
+}

@@ -83,7 +83,12 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			"The server behind %q could not take the call right now; nothing came back from it. Retry shortly.", name)), e.Source
 	}
 	res = withoutProtocolMeta(res)
-	clean, err := r.clean.Result(res)
+	var clean *mcp.CallToolResult
+	if e.Source == SourceBuiltin {
+		clean, err = firstPartyResult(r.clean, res)
+	} else {
+		clean, err = r.clean.Result(res)
+	}
 	if err != nil {
 		// OUT-1: binary posing as text is rejected with a sentence, never
 		// repaired or cut. It is the server's failure, so it carries no class.
@@ -94,6 +99,25 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 	r.log.DebugContext(ctx, "tool_called", "tool", name, "source", string(e.Source), "seat", caller.Seat,
 		"is_error", clean.IsError, "class", string(class), "ms", time.Since(start).Milliseconds())
 	return clean, e.Source
+}
+
+// firstPartyResult sanitises a first-party server's result. Its fences are
+// digests of the text they wrap, so where the sanitiser changed that text
+// (a control character stripped, a secret redacted) they are re-issued over
+// the text as changed: sent back, it is stored once, unfenced (WR-10). A
+// first-party success's text is the JSON of its structured content, so it
+// is written again from the sanitised structured content, fences and all.
+func firstPartyResult(s *sanitize.Sanitizer, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	clean, err := s.ResultWith(res, servers.Refence)
+	if err != nil || clean.IsError || clean.StructuredContent == nil {
+		return clean, err
+	}
+	body, err := json.Marshal(clean.StructuredContent)
+	if err != nil {
+		return nil, err
+	}
+	clean.Content = []mcp.Content{&mcp.TextContent{Text: string(body)}}
+	return clean, nil
 }
 
 // registered reports whether any registry the hub holds has the name.

@@ -28,6 +28,18 @@ import (
 // top-level maps (_meta, InputRequests); binary payloads, and structured
 // content values that needed no change, are shared with r.
 func (s *Sanitizer) Result(r *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	return s.ResultWith(r, nil)
+}
+
+// Rewrite is given each string of a result's structured content that the
+// sanitiser changed, as it was and as sanitised, and answers the string to
+// keep. A first-party server's fences are digests of the text they wrap,
+// so the hub re-issues them over what the sanitiser made of that text.
+type Rewrite func(raw, clean string) string
+
+// ResultWith is Result with rewrite (nil: none) applied to every string of
+// the structured content the sanitiser changed.
+func (s *Sanitizer) ResultWith(r *mcp.CallToolResult, rewrite Rewrite) (*mcp.CallToolResult, error) {
 	if r == nil {
 		return nil, nil
 	}
@@ -47,9 +59,11 @@ func (s *Sanitizer) Result(r *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 		}
 	}
 	var err error
+	w.rewrite = rewrite
 	if out.StructuredContent, err = w.structured("its structured content", r.StructuredContent); err != nil {
 		return nil, err
 	}
+	w.rewrite = nil
 	if out.Meta, err = w.meta("its _meta", r.Meta); err != nil {
 		return nil, err
 	}
@@ -60,9 +74,10 @@ func (s *Sanitizer) Result(r *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 // walker sanitises the parts of one result. path tracks where in a JSON
 // value the walk is, for error messages only.
 type walker struct {
-	s    *Sanitizer
-	set  *secretSet
-	path []pathElem
+	s       *Sanitizer
+	set     *secretSet
+	path    []pathElem
+	rewrite Rewrite // applied to strings str changed; nil: none
 }
 
 // pathElem is one step into a JSON value: an object key or, when isIdx is

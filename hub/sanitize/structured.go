@@ -64,6 +64,9 @@ func (w *walker) str(where, in string) (string, error) {
 		berr.Where = w.at(where)
 		return "", berr
 	}
+	if w.rewrite != nil && out != in {
+		out = w.rewrite(in, out)
+	}
 	return out, nil
 }
 
