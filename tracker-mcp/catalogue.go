@@ -91,23 +91,23 @@ func (c catalogue) checkPriority(p string) error {
 // firstOpen is the status new items start in: todo where the catalogue has
 // it, else its first open status.
 func (c catalogue) firstOpen() string {
-	if _, ok := c.status("todo"); ok {
-		return "todo"
-	}
-	for _, s := range c.Statuses {
-		if s.Category == "open" {
-			return s.Key
-		}
+	if k := c.pick("todo", "open"); k != "" {
+		return k
 	}
 	return c.Statuses[0].Key
 }
 
-func (c catalogue) cancelled() string {
-	if _, ok := c.status("cancelled"); ok {
-		return "cancelled"
+// cancelled is the status a merged duplicate closes in; "" if none.
+func (c catalogue) cancelled() string { return c.pick("cancelled", "cancelled") }
+
+// pick is key where the catalogue has it, else its first status of
+// category, else "".
+func (c catalogue) pick(key, category string) string {
+	if _, ok := c.status(key); ok {
+		return key
 	}
 	for _, s := range c.Statuses {
-		if s.Category == "cancelled" {
+		if s.Category == category {
 			return s.Key
 		}
 	}
