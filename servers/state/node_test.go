@@ -227,19 +227,20 @@ func TestLedgerCannotVouchPastItsHorizon(t *testing.T) {
 	dir := t.TempDir()
 	n := openNode(t, dir)
 	ctx := context.Background()
+	// Ids minted at stated instants, well before the write that will be the
+	// first after the loss (stamped now), so no clock has to tick between.
+	minted := time.Now().Add(-time.Minute)
 	old := noteOp("write_note", notePayload{Key: "old", Value: "v"})
-	old.ID = NewOpID(old.Tool, old.Args)
+	old.ID = DeriveOpID("test", minted, old.Tool, old.Args)
 	if _, err := n.Write(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond)
 	if _, err := n.Write(ctx, noteOp("write_note", notePayload{Key: "k2", Value: "v"})); err != nil {
 		t.Fatal(err)
 	}
 	// Minted before the loss, never written.
 	never := noteOp("write_note", notePayload{Key: "never", Value: "v"})
-	never.ID = NewOpID(never.Tool, never.Args)
-	time.Sleep(5 * time.Millisecond)
+	never.ID = DeriveOpID("test", minted.Add(time.Second), never.Tool, never.Args)
 	last, err := n.Write(ctx, noteOp("write_note", notePayload{Key: "k3", Value: "v"}))
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +393,10 @@ func TestCloseDuringWrites(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Close once writes are flowing: some have landed, more are in flight.
+	if err := n.WaitFor(context.Background(), 8); err != nil {
+		t.Fatal(err)
+	}
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
