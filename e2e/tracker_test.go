@@ -287,17 +287,17 @@ func TestStandaloneTrackerAsSeat(t *testing.T) {
 }
 
 // WR-10 through the hub: a description read through /operator/mcp that the
-// hub's sanitiser changed (a control character stripped, a secret redacted)
-// still comes back under a fence that matches it, so writing it back — from
-// the text a model reads or from the structured content — stores it once,
-// unfenced.
+// hub's sanitiser changed (a secret redacted; control characters are
+// refused on the way in, so none is stored to strip) still comes back under
+// a fence that matches it, so writing it back — from the text a model reads
+// or from the structured content — stores it once, unfenced.
 func TestFencedTextSurvivesTheSanitiserRoundTrip(t *testing.T) {
 	h := startHub(t, []string{"CREWLET_OPERATOR_TOKEN="})
 	cs, err := goSDKClient(t, h.mcpURL(), h.token, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw := "Ring the bell\x07 and do not paste " + h.token + " anywhere."
+	raw := "Ring the bell and do not paste " + h.token + " anywhere."
 	key := mustJSONField(t, callTool(t, cs, "create_work_item", map[string]any{"title": "Sanitised", "description": raw}), "key")
 	read := func() (fromText, fromStructured string) {
 		res := callTool(t, cs, "get_work_item", map[string]any{"key": key})
@@ -321,7 +321,7 @@ func TestFencedTextSurvivesTheSanitiserRoundTrip(t *testing.T) {
 	if fromText != fromStructured {
 		t.Fatalf("text and structured content disagree:\n%q\n%q", fromText, fromStructured)
 	}
-	if strings.Contains(fromText, h.token) || strings.Contains(fromText, "\x07") || !strings.HasPrefix(fromText, "<<<untrusted id=") {
+	if strings.Contains(fromText, h.token) || !strings.HasPrefix(fromText, "<<<untrusted id=") {
 		t.Fatalf("the description as read: %q", fromText)
 	}
 	for i, back := range []string{fromText, fromStructured} {

@@ -1,7 +1,6 @@
 package servers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -101,43 +100,6 @@ func Typed[In, Out any](name, description string, hints Hints, delivers string, 
 		return def, handler, nil
 	}
 	return tool
-}
-
-// decodeArgs checks raw arguments against the tool's schema and decodes them.
-// Everything wrong here is the caller's input, so it is claimed as invalid
-// with the schema's own words naming the argument (REF-3, REF-4).
-func decodeArgs(raw any, schema *jsonschema.Resolved, into any) *authority.Refusal {
-	var data []byte
-	switch v := raw.(type) {
-	case nil:
-		data = []byte("{}")
-	case json.RawMessage:
-		data = v
-	default:
-		b, err := json.Marshal(v)
-		if err != nil {
-			return authority.Refuse(authority.Invalid, "The arguments could not be read as JSON: %v.", err)
-		}
-		data = b
-	}
-	if len(bytes.TrimSpace(data)) == 0 || string(bytes.TrimSpace(data)) == "null" {
-		data = []byte("{}")
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		return authority.Refuse(authority.Invalid, "The arguments must be a JSON object: %v.", err)
-	}
-	if err := schema.Validate(m); err != nil {
-		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
-	}
-	if err := schema.ApplyDefaults(&m); err != nil {
-		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
-	}
-	b, _ := json.Marshal(m)
-	if err := json.Unmarshal(b, into); err != nil {
-		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
-	}
-	return nil
 }
 
 // Annotations renders hints in the protocol's vocabulary. The protocol has no

@@ -1,0 +1,107 @@
+package servers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/crewlet/hub/authority"
+)
+
+// decodeArgs checks raw arguments against the tool's schema and decodes them.
+// Everything wrong here is the caller's input, so it is claimed as invalid
+// with the schema's own words naming the argument (REF-3, REF-4).
+func decodeArgs(raw any, schema *jsonschema.Resolved, into any) *authority.Refusal {
+	var data []byte
+	switch v := raw.(type) {
+	case nil:
+		data = []byte("{}")
+	case json.RawMessage:
+		data = v
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return authority.Refuse(authority.Invalid, "The arguments could not be read as JSON: %v.", err)
+		}
+		data = b
+	}
+	if len(bytes.TrimSpace(data)) == 0 || string(bytes.TrimSpace(data)) == "null" {
+		data = []byte("{}")
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return authority.Refuse(authority.Invalid, "The arguments must be a JSON object: %v.", err)
+	}
+	if r := checkText("", m); r != nil {
+		return r
+	}
+	if err := schema.Validate(m); err != nil {
+		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
+	}
+	if err := schema.ApplyDefaults(&m); err != nil {
+		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
+	}
+	b, _ := json.Marshal(m)
+	if err := json.Unmarshal(b, into); err != nil {
+		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
+	}
+	return nil
+}
+
+// checkText refuses a string anywhere in v that holds a control character
+// other than a tab or a line break: stored, it would make what a server
+// keeps unreadable to the hub's result sanitiser, which rejects such bytes
+// in every answer that carries them. It names the argument and where the
+// character is, so the caller can mend exactly that (OUT-2).
+func checkText(path string, v any) *authority.Refusal {
+	switch x := v.(type) {
+	case string:
+		for i, r := range x {
+			if isControl(r) {
+				name := path
+				if name == "" {
+					name = "an argument"
+				}
+				return authority.Refuse(authority.Invalid, "%s holds a control character (U+%04X) at byte %d; text sent here may hold tabs and line breaks but no other control characters. Remove it and send the call again.", name, r, i).
+					WithData("argument", path)
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if r := checkText(p, x[k]); r != nil {
+				return r
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if r := checkText(fmt.Sprintf("%s[%d]", path, i), e); r != nil {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// isControl reports a C0 or C1 control character or DEL, except tab, line
+// feed and carriage return.
+func isControl(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		return false
+	case r < 0x20, r == 0x7f, r >= 0x80 && r <= 0x9f:
+		return true
+	}
+	return false
+}
