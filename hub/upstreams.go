@@ -249,6 +249,7 @@ func (u *upstreams) start(decl config.MCPServer, seat string, resolved upstream.
 		lease = func() bool { return u.h.opts.Leases.Holds(seat) }
 	}
 	s.inst = upstream.Start(upstream.Options{
+		Version:      Version,
 		Seat:         seat,
 		Lease:        lease,
 		Spec:         resolved,
