@@ -72,6 +72,11 @@ type MCPServer struct {
 	ToolAnnotations       map[string]map[string]bool `yaml:"tool_annotations"`
 	OptionalKeys          []string                   `yaml:"optional_keys"`
 	StartupTimeoutSeconds int                        `yaml:"startup_timeout_seconds" validate:"gte=0,lte=600"`
+	// Delivers names the surface the server's tools put things in front of
+	// people on (CAT-8), when it is not the server itself: a relay that
+	// posts to chat delivers to chat. Unset, a tool delivers to its server
+	// (mcp:<name>); a tool proven read-only delivers nowhere either way.
+	Delivers *string `yaml:"delivers"`
 }
 
 // IsShared reports the effective shared flag (default true).
