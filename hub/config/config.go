@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -132,6 +133,20 @@ func Default() *Company {
 		panic("config: the embedded default company is invalid: " + err.Error())
 	}
 	return c
+}
+
+// Load reads and checks a company file; every problem comes back at once,
+// prefixed with the file's path.
+func Load(path string) (*Company, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
 }
 
 // DefaultYAML returns the embedded default document, for showing to users.

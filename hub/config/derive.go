@@ -77,6 +77,20 @@ func (c *Company) Credentials() (tokens []Token, generated bool) {
 	return []Token{t}, true
 }
 
+// UsesGeneratedToken reports whether the revision's credentials read
+// ${CREWLET_OPERATOR_TOKEN}, the token a hub generates and keeps in its data
+// directory when the variable is not set: the embedded company's, and the
+// one a company that declares none is given.
+func (c *Company) UsesGeneratedToken() bool {
+	tokens, _ := c.Credentials()
+	for _, t := range tokens {
+		if t.Token == "${"+OperatorTokenVar+"}" {
+			return true
+		}
+	}
+	return false
+}
+
 // OperatorTokens resolves the operator credentials against env. A variable
 // that is unset or empty is a violation naming it: a token is never accepted
 // as empty, which would let an empty bearer through.
