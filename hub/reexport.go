@@ -203,13 +203,17 @@ func (f *operator) resubscribe(server string, in *upstream.Instance) {
 		}
 	}
 	f.mu.Unlock()
-	for _, uri := range uris {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := in.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			f.log.Warn("resubscribe_failed", "server", server, "uri", uri, "error", err.Error())
+	tasks := make([]func(), len(uris))
+	for n, uri := range uris {
+		tasks[n] = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := in.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+				f.log.Warn("resubscribe_failed", "server", server, "uri", uri, "error", err.Error())
+			}
 		}
-		cancel()
 	}
+	fanOut(f.log, "restore subscriptions", tasks...)
 }
 
 // ownerLocked names the server owning a URI; f.mu is held.

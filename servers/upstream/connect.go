@@ -71,10 +71,11 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 	}
 	c.ended = make(chan struct{})
 	c.recorded = make(chan struct{})
-	go func(s *mcp.ClientSession, ended chan struct{}) {
-		_ = s.Wait()
+	sess, ended := c.sess, c.ended
+	i.wg.Go(func() {
+		_ = sess.Wait()
 		close(ended)
-	}(c.sess, c.ended)
+	})
 
 	i.mu.Lock()
 	changed := !sameTools(i.tools, tools)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/sourcegraph/conc"
 )
 
 // Tool is a tool an upstream server listed.
@@ -143,8 +144,10 @@ type Instance struct {
 	transport *http.Transport
 	retry     chan struct{}
 	cancel    context.CancelFunc
-	done      chan struct{}
-	once      sync.Once
+	// wg owns the instance's goroutines: supervision and each session's
+	// end watch. Close waits for all of them.
+	wg   conc.WaitGroup
+	once sync.Once
 }
 
 // Start begins supervising; it returns at once. Ready reports when the first
@@ -192,9 +195,8 @@ func Start(opts Options) *Instance {
 		retry:     make(chan struct{}, 1),
 		cancel:    cancel,
 		transport: ownTransport,
-		done:      make(chan struct{}),
 	}
-	go i.supervise(ctx)
+	i.wg.Go(func() { i.supervise(ctx) })
 	return i
 }
 
@@ -231,7 +233,11 @@ func (i *Instance) Retry() {
 func (i *Instance) Close() error {
 	i.once.Do(func() {
 		i.cancel()
-		<-i.done
+		// A panic in supervision is caught by the group and said here,
+		// where the instance ends, rather than taking the hub down.
+		if r := i.wg.WaitAndRecover(); r != nil {
+			i.log.Error("server_supervision_panicked", "panic", r.String())
+		}
 		if i.transport != nil {
 			i.transport.CloseIdleConnections()
 		}

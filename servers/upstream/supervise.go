@@ -7,7 +7,6 @@ import (
 
 // supervise is the instance's one goroutine: start, watch, restart.
 func (i *Instance) supervise(ctx context.Context) {
-	defer close(i.done)
 	defer i.setStatus(func(s *Status) { *s = Status{State: StateStopped, Since: time.Now(), Cause: "it was stopped"} })
 	spec := i.opts.Spec
 	if !spec.CanLaunch() {
