@@ -8,28 +8,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crewlet/hub/hub/hubtest"
+
 	mcpgo "github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	mcpgotypes "github.com/mark3labs/mcp-go/mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-type bearerRT struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
 // goSDKClient connects go-sdk's client with a bearer token; version "" lets
 // it negotiate (2026-07-28 against this hub).
 func goSDKClient(t testing.TB, url, token, version string) (*mcp.ClientSession, error) {
 	t.Helper()
-	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{token, http.DefaultTransport}}}
+	tr := &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hubtest.Client(token)}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-go-sdk", Version: "0"}, nil).
 		Connect(ctxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err == nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/hub/hubtest"
+
 	"github.com/gavv/httpexpect/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,7 +59,7 @@ func TestMCPServerRoutes(t *testing.T) {
 
 	// An open legacy session hears about the new server's tools.
 	changed := make(chan struct{}, 8)
-	tr := &mcp.StreamableClientTransport{Endpoint: h.mcpURL(), HTTPClient: &http.Client{Transport: bearerRT{e2eToken, http.DefaultTransport}}}
+	tr := &mcp.StreamableClientTransport{Endpoint: h.mcpURL(), HTTPClient: hubtest.Client(e2eToken)}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "watcher", Version: "0"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	}).Connect(ctxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
@@ -172,7 +174,7 @@ func TestSecretSetThenReloadStartsServer(t *testing.T) {
 		t.Fatalf("the down server came back only after %s", d)
 	}
 	res := callTool(t, cs, "echo", map[string]any{"message": "the key is sealed-secret-value-42"})
-	if text := resultText(res); res.IsError || strings.Contains(text, "sealed-secret-value-42") || !strings.Contains(text, "[REDACTED]") {
+	if text := hubtest.Text(res); res.IsError || strings.Contains(text, "sealed-secret-value-42") || !strings.Contains(text, "[REDACTED]") {
 		t.Fatalf("echo of a sealed value: %s", text)
 	}
 	for _, f := range []string{"secrets.key", "secrets.sealed"} {

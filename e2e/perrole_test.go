@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/crewlet/hub/hub/hubtest"
+
 	"github.com/gavv/httpexpect/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -73,7 +75,7 @@ mcp_servers:
 		t.Fatal(err)
 	}
 	if s, _ := refusalClass(res.StructuredContent, res.Meta); !res.IsError || s != "forbidden" {
-		t.Fatalf("operator call to a seat's tool: %q %s", s, resultText(res))
+		t.Fatalf("operator call to a seat's tool: %q %s", s, hubtest.Text(res))
 	}
 	e := httpexpect.Default(t, h.baseURL())
 	authed(e, "GET", "/tools").Expect().Status(http.StatusOK).JSON().Object().Value("sources").Object().NotContainsKey("mcp:tracker")

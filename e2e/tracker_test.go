@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/hub/hubtest"
+
 	"github.com/gavv/httpexpect/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -30,7 +32,7 @@ func TestDefaultHubFilesAWorkItem(t *testing.T) {
 	}
 	res := callTool(t, cs, "create_work_item", map[string]any{"title": "Hello from the README"})
 	if res.IsError {
-		t.Fatalf("create_work_item: %s", resultText(res))
+		t.Fatalf("create_work_item: %s", hubtest.Text(res))
 	}
 	var created map[string]any
 	b, _ := json.Marshal(res.StructuredContent)
@@ -39,8 +41,8 @@ func TestDefaultHubFilesAWorkItem(t *testing.T) {
 		t.Fatalf("create_work_item answered %s", b)
 	}
 	list := callTool(t, cs, "list_work_items", map[string]any{})
-	if list.IsError || !strings.Contains(resultText(list), "Hello from the README") {
-		t.Fatalf("list_work_items after create: %s", resultText(list))
+	if list.IsError || !strings.Contains(hubtest.Text(list), "Hello from the README") {
+		t.Fatalf("list_work_items after create: %s", hubtest.Text(list))
 	}
 	httpexpect.Default(t, h.baseURL()).GET("/tools").WithHeader("Authorization", "Bearer "+h.token).
 		Expect().Status(http.StatusOK).JSON().Object().Value("sources").Object().Value("builtin").Number().Gt(5)
@@ -98,17 +100,17 @@ func TestStandaloneTracker(t *testing.T) {
 		res := call("create_work_item", map[string]any{"title": "Filed standalone"}, meta)
 		b, _ := json.Marshal(res.StructuredContent)
 		if res.IsError || !strings.Contains(string(b), `"outcome":"applied"`) || !strings.Contains(string(b), "CORE-1") {
-			t.Fatalf("create_work_item: %s %s", resultText(res), b)
+			t.Fatalf("create_work_item: %s %s", hubtest.Text(res), b)
 		}
-		if list := call("list_work_items", map[string]any{}, meta); list.IsError || !strings.Contains(resultText(list), "Filed standalone") {
-			t.Fatalf("list_work_items: %s", resultText(list))
+		if list := call("list_work_items", map[string]any{}, meta); list.IsError || !strings.Contains(hubtest.Text(list), "Filed standalone") {
+			t.Fatalf("list_work_items: %s", hubtest.Text(list))
 		}
 		if untrusted == nil {
 			return
 		}
 		res = call("create_work_item", map[string]any{"title": "Not trusted"}, untrusted)
 		if s, _ := refusalClass(res.StructuredContent, res.Meta); s != "forbidden" {
-			t.Fatalf("an untrusted caller: %q %s", s, resultText(res))
+			t.Fatalf("an untrusted caller: %q %s", s, hubtest.Text(res))
 		}
 	}
 	bin := crewletBinary(t)
@@ -141,7 +143,7 @@ func TestStandaloneTracker(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		connect := func(token string) *mcp.ClientSession {
-			tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: &http.Client{Transport: bearerRT{token, http.DefaultTransport}}}
+			tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: hubtest.Client(token)}
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "0"}, nil).Connect(ctxT(t), tr, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +232,7 @@ func TestKill9KeepsEveryAppliedWrite(t *testing.T) {
 		for _, k := range keys {
 			res := callTool(t, cs, "get_work_item", map[string]any{"key": k})
 			if res.IsError {
-				t.Fatalf("%s was answered applied but is gone after the crash: %s", k, resultText(res))
+				t.Fatalf("%s was answered applied but is gone after the crash: %s", k, hubtest.Text(res))
 			}
 		}
 	}

@@ -5,12 +5,13 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crewlet/hub/hub/hubtest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -80,15 +81,15 @@ func TestRootsReachTheCallingClient(t *testing.T) {
 `, bin))
 	client := mcp.NewClient(&mcp.Implementation{Name: "with-roots", Version: "0"}, nil)
 	client.AddRoots(&mcp.Root{URI: "file:///srv/project-alpha", Name: "alpha"})
-	tr := &mcp.StreamableClientTransport{Endpoint: h.mcpURL(), HTTPClient: &http.Client{Transport: bearerRT{e2eToken, http.DefaultTransport}}}
+	tr := &mcp.StreamableClientTransport{Endpoint: h.mcpURL(), HTTPClient: hubtest.Client(e2eToken)}
 	cs, err := client.Connect(ctxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
 	res := callTool(t, cs, "test_input_required_result_list_roots", map[string]any{})
-	if res.IsError || !strings.Contains(resultText(res), "project-alpha") {
-		t.Fatalf("roots through the hub: %s", resultText(res))
+	if res.IsError || !strings.Contains(hubtest.Text(res), "project-alpha") {
+		t.Fatalf("roots through the hub: %s", hubtest.Text(res))
 	}
 }
 
@@ -113,7 +114,7 @@ func TestSubscriptionsSharedAndRestored(t *testing.T) {
 				}
 			},
 		})
-		tr := &mcp.StreamableClientTransport{Endpoint: h.mcpURL(), HTTPClient: &http.Client{Transport: bearerRT{e2eToken, http.DefaultTransport}}}
+		tr := &mcp.StreamableClientTransport{Endpoint: h.mcpURL(), HTTPClient: hubtest.Client(e2eToken)}
 		cs, err := client.Connect(ctxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/hub/hubtest"
+
 	"github.com/gavv/httpexpect/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -96,16 +98,6 @@ func callTool(t testing.TB, cs *mcp.ClientSession, name string, args map[string]
 	return res
 }
 
-func resultText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // go-sdk's everything-server as a stdio child of the hub: its tools are
 // filed as mcp:everything with hints read from what it sent (absent ones
 // unknown, CAT-7), an override applied (CAT-9), a prefix applied (CAT-12),
@@ -128,7 +120,7 @@ func TestStdioUpstreamThroughHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := callTool(t, cs, "ev_test_simple_text", map[string]any{})
-	if res.IsError || !strings.Contains(resultText(res), "This is a simple text response for testing") {
+	if res.IsError || !strings.Contains(hubtest.Text(res), "This is a simple text response for testing") {
 		t.Fatalf("ev_test_simple_text: %+v", res)
 	}
 	if res := callTool(t, cs, "lookup_colleague", map[string]any{"query": "ada"}); res.IsError {
@@ -138,8 +130,8 @@ func TestStdioUpstreamThroughHub(t *testing.T) {
 	// person's surface it is answered as internal_error, in the server's
 	// words, which the hub does not rewrite.
 	res = callTool(t, cs, "ev_test_error_handling", map[string]any{})
-	if _, m := refusalClass(res.StructuredContent, res.Meta); !res.IsError || m != "internal_error" || !strings.Contains(strings.ToLower(resultText(res)), "error") {
-		t.Fatalf("a third-party failure: isError %v class %q: %s", res.IsError, m, resultText(res))
+	if _, m := refusalClass(res.StructuredContent, res.Meta); !res.IsError || m != "internal_error" || !strings.Contains(strings.ToLower(hubtest.Text(res)), "error") {
+		t.Fatalf("a third-party failure: isError %v class %q: %s", res.IsError, m, hubtest.Text(res))
 	}
 
 	e := httpexpect.Default(t, h.baseURL())
@@ -206,7 +198,7 @@ func TestKilledChildRefusesThenRecovers(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	res := callTool(t, cs, "test_simple_text", map[string]any{})
-	text := resultText(res)
+	text := hubtest.Text(res)
 	if s, m := refusalClass(res.StructuredContent, res.Meta); !res.IsError || s != "unavailable" || m != "unavailable" ||
 		!strings.Contains(text, `"everything"`) || !strings.Contains(text, "signal 9") || strings.Contains(strings.ToLower(text), "broken pipe") {
 		t.Fatalf("call while down: isError %v class %q/%q: %s", res.IsError, s, m, text)
@@ -218,7 +210,7 @@ func TestKilledChildRefusesThenRecovers(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not back after restart: %s", resultText(res))
+			t.Fatalf("not back after restart: %s", hubtest.Text(res))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -270,11 +262,11 @@ func TestNpmMemoryServerThroughHub(t *testing.T) {
 	res := callTool(t, cs, "create_entities", map[string]any{"entities": []any{
 		map[string]any{"name": "crewlet", "entityType": "project", "observations": []any{"an MCP hub"}}}})
 	if res.IsError {
-		t.Fatalf("create_entities: %s", resultText(res))
+		t.Fatalf("create_entities: %s", hubtest.Text(res))
 	}
 	res = callTool(t, cs, "read_graph", map[string]any{})
-	if res.IsError || !strings.Contains(resultText(res), "an MCP hub") {
-		t.Fatalf("read_graph: %s", resultText(res))
+	if res.IsError || !strings.Contains(hubtest.Text(res), "an MCP hub") {
+		t.Fatalf("read_graph: %s", hubtest.Text(res))
 	}
 }
 
@@ -295,18 +287,18 @@ func TestNpmEverythingOverHTTPThroughHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := callTool(t, cs, "echo", map[string]any{"message": "through the hub"})
-	if res.IsError || !strings.Contains(resultText(res), "Echo: through the hub") {
-		t.Fatalf("echo: %s\nhub log:\n%s", resultText(res), h.logs())
+	if res.IsError || !strings.Contains(hubtest.Text(res), "Echo: through the hub") {
+		t.Fatalf("echo: %s\nhub log:\n%s", hubtest.Text(res), h.logs())
 	}
 	// A credential the hub resolved for a server, here from its own
 	// environment, never comes back in a result (OUT-1).
 	res = callTool(t, cs, "echo", map[string]any{"message": "token header-secret-from-env-77"})
-	if text := resultText(res); strings.Contains(text, "header-secret-from-env-77") || !strings.Contains(text, "[REDACTED]") {
+	if text := hubtest.Text(res); strings.Contains(text, "header-secret-from-env-77") || !strings.Contains(text, "[REDACTED]") {
 		t.Fatalf("echo of a resolved credential: %s", text)
 	}
 	res = callTool(t, cs, "get-sum", map[string]any{"a": 2, "b": 40})
-	if res.IsError || !strings.Contains(resultText(res), "42") {
-		t.Fatalf("get-sum: %s", resultText(res))
+	if res.IsError || !strings.Contains(hubtest.Text(res), "42") {
+		t.Fatalf("get-sum: %s", hubtest.Text(res))
 	}
 	// Hints read off the HTTP wire: what the server stated, and unknown
 	// for what it left out.
@@ -351,8 +343,8 @@ func TestGoSDKEverythingOverHTTPThroughHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := callTool(t, cs, "test_simple_text", map[string]any{})
-	if res.IsError || !strings.Contains(resultText(res), "simple text response") {
-		t.Fatalf("test_simple_text: %s", resultText(res))
+	if res.IsError || !strings.Contains(hubtest.Text(res), "simple text response") {
+		t.Fatalf("test_simple_text: %s", hubtest.Text(res))
 	}
 	rr, err := cs.ReadResource(ctxT(t), &mcp.ReadResourceParams{URI: "test://static-text"})
 	if err != nil || len(rr.Contents) == 0 || rr.Contents[0].Text == "" {

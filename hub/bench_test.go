@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -84,7 +85,7 @@ func benchCalls(b *testing.B, t benchTarget, n int) {
 	defer cancel()
 	hc := &http.Client{Transport: t.tr}
 	if t.token != "" {
-		hc.Transport = bearer{t.token, t.tr}
+		hc.Transport = hubtest.Bearer{Token: t.token, Base: t.tr}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil)
 	sessions := make([]*mcp.ClientSession, n)

@@ -44,6 +44,10 @@ type Entry struct {
 	Delivers     string
 	InputSchema  json.RawMessage
 	OutputSchema json.RawMessage
+	// OperatorOnly marks a first-party tool people reach on the operator
+	// surface and no seat is ever offered (TRK-6): a seat's registry leaves
+	// it out, and a seat's call is refused forbidden before it runs (REF-5).
+	OperatorOnly bool
 
 	// upstream is the tool's name at its server.
 	upstream string
@@ -172,17 +176,23 @@ func (c *Catalogue) Entries() []Entry {
 // Registry is what one caller is offered: its own tools first, then the
 // company's (CAT-10). A claimed seat's registry holds that seat's per-role
 // children only, so two children of one template never share a catalogue
-// (CAT-11); the operator's registry is the company catalogue alone.
+// (CAT-11), and leaves out the company's operator-only tools (TRK-6); the
+// operator's registry is the company catalogue whole. A seat's own tool
+// never shares a name with a company tool: filing refuses it (CAT-12), so
+// the order only says where a name is looked up.
 type Registry struct {
 	own     *Catalogue // nil for a registry with no tools of its own
 	company *Catalogue
+	seat    bool
 }
 
-// CompanyRegistry offers the company catalogue alone.
+// CompanyRegistry offers the company catalogue alone: the operator's.
 func CompanyRegistry(company *Catalogue) Registry { return Registry{company: company} }
 
 // SeatRegistry offers a seat's own tools over the company catalogue.
-func SeatRegistry(own, company *Catalogue) Registry { return Registry{own: own, company: company} }
+func SeatRegistry(own, company *Catalogue) Registry {
+	return Registry{own: own, company: company, seat: true}
+}
 
 // Resolve finds the tool a name means for this caller, own tools first.
 func (r Registry) Resolve(name string) (Entry, bool) {
@@ -191,11 +201,18 @@ func (r Registry) Resolve(name string) (Entry, bool) {
 			return e, true
 		}
 	}
-	return r.company.Get(name)
+	e, ok := r.company.Get(name)
+	if !ok || r.offers(e) {
+		return e, ok
+	}
+	return Entry{}, false
 }
 
+// offers reports whether a company tool is offered to this caller.
+func (r Registry) offers(e Entry) bool { return !(r.seat && e.OperatorOnly) }
+
 // Entries lists what the caller is offered: own tools, then every company
-// tool they do not shadow.
+// tool offered to it that they do not shadow.
 func (r Registry) Entries() []Entry {
 	var out []Entry
 	seen := map[string]bool{}
@@ -206,7 +223,7 @@ func (r Registry) Entries() []Entry {
 		}
 	}
 	for _, e := range r.company.Entries() {
-		if !seen[e.Name] {
+		if !seen[e.Name] && r.offers(e) {
 			out = append(out, e)
 		}
 	}

@@ -21,6 +21,8 @@ type echoOut struct {
 	Seat string `json:"seat"`
 	Kind string `json:"kind"`
 	Op   string `json:"operator_id"`
+	// Admin is the caller's administrator flag as the server received it.
+	Admin bool `json:"admin,omitempty"`
 }
 
 // echoTool is a first-party tool that reports who called it.
@@ -37,6 +39,6 @@ func echoTool() servers.Tool {
 			if in.Emit != "" {
 				text = in.Emit
 			}
-			return echoOut{Text: text, Seat: c.Seat, Kind: string(c.Kind), Op: c.OperatorID}, nil
+			return echoOut{Text: text, Seat: c.Seat, Kind: string(c.Kind), Op: c.OperatorID, Admin: c.Admin}, nil
 		})
 }

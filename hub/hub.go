@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
@@ -16,82 +16,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Version is the hub's version, as it identifies itself in handshakes.
-const Version = "0.1.0"
-
-// FirstParty is a first-party server the hub mounts in-process. Its tools
-// are filed as builtin.
-type FirstParty struct {
-	Name string
-	// New builds the server; it must believe caller metadata only under the
-	// trust it is given.
-	New func(servers.Trust, Deps) *mcp.Server
-	// Enabled says whether the company runs it (CAT-3, CAT-4); nil means
-	// always. A server the company does not run registers no tool at all.
-	Enabled func(*config.Company) bool
-}
-
-// Leases says which seats this node holds. A per-role child is the seat's
-// identity at its vendor, so it is restarted only while this node can prove
-// it holds the seat's lease (MCP-10). One node holds every seat: the default.
-type Leases interface {
-	Holds(seat string) bool
-}
-
-type singleNode struct{}
-
-func (singleNode) Holds(string) bool { return true }
-
-// Deps is what the hub lends a first-party server it mounts.
-type Deps struct {
-	// Directory returns the directory of the revision in force, per call.
-	Directory func() *authority.Directory
-	Logger    *slog.Logger
-}
-
-// Options configure a Hub. The zero value of every field but Company works.
-type Options struct {
-	Company *config.Company
-	// Env resolves ${VAR} references; nil reads nothing.
-	Env        config.Lookup
-	Logger     *slog.Logger
-	FirstParty []FirstParty
-	// AllowedHosts are Host header values accepted beside loopback names,
-	// for a hub reached through a name (DNS-rebinding protection).
-	AllowedHosts []string
-	// AllowedOrigins are browser origins accepted beside loopback ones.
-	AllowedOrigins []string
-	// StartupWait bounds how long New waits for the shared MCP servers'
-	// first starts; 10s if 0.
-	StartupWait time.Duration
-	// MaxBodyBytes bounds an operator request body; 0 means 4 MiB.
-	MaxBodyBytes int64
-	// Reload re-reads the company for POST /config/reload and SIGHUP; nil
-	// means the company cannot be reloaded.
-	Reload func() (*config.Company, error)
-	// Redact lists further values to redact from tool results (the secret
-	// store's), asked on every apply.
-	Redact func() []string
-	// Leases is the seat-lease check; nil means this node holds every seat.
-	Leases Leases
-	// ConfigFile is the company file, which PUT /config/mcp-servers writes;
-	// empty for the embedded company, which cannot be edited.
-	ConfigFile string
-}
-
-// Hub is one node's tool plane.
+// Hub is one node's tool plane: the company catalogue, the first-party
+// servers it mounts, third-party supervision, the router and the operator
+// surface. It wires them; each is given what it needs and reports upward
+// through its own small interface.
 type Hub struct {
-	opts    Options
-	log     *slog.Logger
-	company *Catalogue
-	router  *Router
-	tokens  *authority.Tokens
-	clean   *sanitize.Sanitizer
-	dir     atomic.Pointer[authority.Directory]
-	cfg     atomic.Pointer[config.Company]
-	mounts  []*mounted
-	front   *front
-	ups     *upstreams
+	opts     Options
+	log      *slog.Logger
+	company  *Catalogue
+	router   *Router
+	tokens   *authority.Tokens
+	clean    *sanitize.Sanitizer
+	dir      atomic.Pointer[authority.Directory]
+	cfg      atomic.Pointer[config.Company]
+	mounts   []*mounted
+	operator *operator
+	servers  *supervision
+	status   *statusTable
 
 	applyMu   sync.Mutex
 	closeOnce sync.Once
@@ -102,51 +43,28 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if opts.Company == nil {
 		return nil, errors.New("hub: no company")
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Env == nil {
-		opts.Env = func(string) (string, bool) { return "", false }
-	}
-	if opts.Leases == nil {
-		opts.Leases = singleNode{}
-	}
-	if opts.StartupWait == 0 {
-		opts.StartupWait = 10 * time.Second
-	}
-	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = 4 << 20
-	}
+	opts.ensureDefaults()
 	h := &Hub{
 		opts:    opts,
 		log:     opts.Logger,
 		company: NewCatalogue(),
 		tokens:  authority.NewTokens(),
 		clean:   sanitize.New(),
+		status:  newStatusTable(),
 	}
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log}
-	h.ups = &upstreams{h: h, byName: map[string]*upstreamServer{}, seats: map[string]*Catalogue{}}
-	h.router.seats = h.ups.seatCatalogues
-	h.front = newFront(h)
-	for _, fp := range opts.FirstParty {
-		if fp.Enabled != nil && !fp.Enabled(opts.Company) {
-			h.log.Info("first_party_not_registered", "server", fp.Name, "reason", "the company does not run it")
-			continue
-		}
-		deps := Deps{Directory: h.Directory, Logger: quiet(h.log).With("server", fp.Name)}
-		m, entries, err := mount(ctx, fp.Name, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
-		if err != nil {
-			h.Close()
-			return nil, err
-		}
-		h.mounts = append(h.mounts, m)
-		if err := h.company.Add(entries...); err != nil {
-			h.Close()
-			return nil, fmt.Errorf("hub: mount %s: %w", fp.Name, err)
-		}
-		h.log.Info("tools_registered", "server", fp.Name, "source", string(SourceBuiltin), "tools", len(entries))
+	h.operator = newOperator(operatorDeps{
+		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, control: h,
+	})
+	h.servers = newSupervision(supervisionDeps{
+		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
+	})
+	h.router.seats = h.seatCatalogues
+	if err := h.mountFirstParty(ctx); err != nil {
+		h.Close()
+		return nil, err
 	}
-	h.front.syncTools()
+	h.operator.toolsChanged()
 	if err := h.Apply(opts.Company); err != nil {
 		h.Close()
 		return nil, err
@@ -155,19 +73,71 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	// ready, bounded: a vendor that is down costs its own tools, never the
 	// start, and its tools arrive when it comes up.
 	wait, cancel := context.WithTimeout(ctx, opts.StartupWait)
-	h.ups.awaitStarted(wait)
+	h.servers.awaitStarted(wait)
 	cancel()
 	return h, nil
 }
 
+// mountFirstParty connects the company's first-party servers and lists
+// their tools side by side, then files them in the order they were given,
+// so the catalogue's order does not depend on which answered first.
+func (h *Hub) mountFirstParty(ctx context.Context) error {
+	type result struct {
+		m       *mounted
+		entries []Entry
+		err     error
+	}
+	var run []FirstParty
+	for _, fp := range h.opts.FirstParty {
+		if fp.Enabled != nil && !fp.Enabled(h.opts.Company) {
+			h.log.Info("first_party_not_registered", "server", fp.Name, "reason", "the company does not run it")
+			continue
+		}
+		run = append(run, fp)
+	}
+	results := make([]result, len(run))
+	tasks := make([]func(), len(run))
+	for i, fp := range run {
+		deps := Deps{Directory: h.Directory, Logger: quiet(h.log).With("server", fp.Name)}
+		tasks[i] = func() {
+			m, entries, err := mount(ctx, fp.Name, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
+			results[i] = result{m, entries, err}
+		}
+	}
+	fanOut(h.log, "mount first-party servers", tasks...)
+	var errs []error
+	for i, r := range results {
+		if r.m != nil {
+			h.mounts = append(h.mounts, r.m)
+		}
+		switch {
+		case r.err != nil:
+			errs = append(errs, r.err)
+		case r.m == nil:
+			errs = append(errs, fmt.Errorf("hub: mount %s: it panicked while listing its tools", run[i].Name))
+		default:
+			if err := h.company.Add(r.entries...); err != nil {
+				errs = append(errs, fmt.Errorf("hub: mount %s: %w", run[i].Name, err))
+				continue
+			}
+			h.log.Info("tools_registered", "server", run[i].Name, "source", string(SourceBuiltin), "tools", len(r.entries))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Apply makes a company revision current: its directory, its operator
 // credentials (a token no longer listed stops working on its next request,
-// whatever session it belongs to) and the secrets redacted from results.
-// A revision whose credentials do not resolve is refused whole and the
-// current one stays.
+// whatever session it belongs to), the secrets redacted from results, and
+// its servers. A revision whose credentials do not resolve, or under which
+// two tools would carry one name (CAT-12), is refused whole and the current
+// one stays.
 func (h *Hub) Apply(c *config.Company) error {
 	h.applyMu.Lock()
 	defer h.applyMu.Unlock()
+	if err := h.check(c); err != nil {
+		return err
+	}
 	entries, err := c.OperatorTokens(h.opts.Env)
 	if err != nil {
 		return err
@@ -179,13 +149,38 @@ func (h *Hub) Apply(c *config.Company) error {
 	if h.opts.Redact != nil {
 		secrets = append(secrets, h.opts.Redact()...)
 	}
-	secrets = append(secrets, referencedValues(c, h.opts.Env)...)
+	secrets = append(secrets, c.ReferencedValues(h.opts.Env)...)
 	h.tokens.Replace(entries)
 	h.clean.SetSecrets(secrets)
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)
-	h.ups.reconcile(c)
+	h.servers.reconcile(c)
 	h.log.Info("company_applied", "seats", len(h.dir.Load().Seats()), "operator_tokens", len(entries))
+	return nil
+}
+
+// check refuses a revision that would file two tools under one name, as
+// far as the tools servers listed so far tell (CAT-12). Only collisions the
+// revision brings are refused: one the revision in force already has (a
+// server that came up listing a taken name) is reported where it was found,
+// and must not stop an unrelated change, such as revoking a token.
+func (h *Hub) check(c *config.Company) error {
+	listings := h.servers.listings()
+	now := map[string]bool{}
+	if cur := h.cfg.Load(); cur != nil {
+		for _, m := range nameCollisions(cur, h.company.Entries(), listings) {
+			now[m] = true
+		}
+	}
+	var v config.Violations
+	for _, m := range nameCollisions(c, h.company.Entries(), listings) {
+		if !now[m] && !slices.Contains(v, m) {
+			v = append(v, m)
+		}
+	}
+	if len(v) > 0 {
+		return v
+	}
 	return nil
 }
 
@@ -213,16 +208,36 @@ func (h *Hub) Catalogue() *Catalogue { return h.company }
 // Router is the hub's call router.
 func (h *Hub) Router() *Router { return h.router }
 
+// SeatRegistry is what a seat is offered: its own children's tools, then the
+// company's (CAT-10, CAT-11).
+func (h *Hub) SeatRegistry(seat string) Registry {
+	return SeatRegistry(h.servers.seatCatalogue(seat), h.company)
+}
+
+// seatCatalogues lists every seat's own catalogue.
+func (h *Hub) seatCatalogues() []*Catalogue {
+	var out []*Catalogue
+	for _, c := range h.servers.seatCatalogues() {
+		out = append(out, c)
+	}
+	return out
+}
+
+// serverRows reports every server the revision in force declares.
+func (h *Hub) serverRows() []serverRow {
+	return h.status.rows(h.Company(), h.launchOf)
+}
+
 // Close stops every in-process server and open operator session. It is safe
 // to call more than once.
 func (h *Hub) Close() error {
 	var errs []error
 	h.closeOnce.Do(func() {
-		if h.front != nil {
-			h.front.close()
+		if h.operator != nil {
+			h.operator.close()
 		}
-		if h.ups != nil {
-			h.ups.closeAll()
+		if h.servers != nil {
+			h.servers.closeAll()
 		}
 		for _, m := range h.mounts {
 			if err := m.Close(); err != nil {

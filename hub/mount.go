@@ -85,6 +85,7 @@ func entryFromTool(t *mcp.Tool, src Source, prefix string, b Backend) (Entry, er
 	if d, ok := t.Meta[servers.MetaDelivers].(string); ok {
 		e.Delivers = d
 	}
+	e.OperatorOnly = t.Meta[servers.MetaAudience] == servers.AudienceOperator
 	return e, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -196,4 +198,36 @@ func withoutProtocolMeta(res *mcp.CallToolResult) *mcp.CallToolResult {
 		}
 	}
 	return &out
+}
+
+// downRefusal says, in the engine's words, that a server is down (MCP-6):
+// which server, what took it down, when the next restart is, and, for a call
+// that was in flight on a tool not known to be read-only, that it may have
+// taken effect.
+func downRefusal(e *upstream.DownError, hints servers.Hints) *authority.Refusal {
+	var b strings.Builder
+	fmt.Fprintf(&b, "The MCP server %q is not running: %s.", e.Server, e.Cause)
+	switch {
+	case e.NextRestart.IsZero():
+		b.WriteString(" No restart is scheduled.")
+	case time.Until(e.NextRestart) <= time.Second:
+		b.WriteString(" It is being restarted now; try again in a moment.")
+	default:
+		fmt.Fprintf(&b, " Its next restart is in %s.", time.Until(e.NextRestart).Round(time.Second))
+	}
+	mayHave := e.InFlight && hints.ReadOnly != servers.Yes
+	if mayHave {
+		b.WriteString(" The call had been sent and no answer came back, so it may have taken effect: check before repeating it.")
+	}
+	r := authority.Refuse(authority.Unavailable, "%s", b.String()).WithData("server", e.Server)
+	if mayHave {
+		r = r.WithData("may_have_taken_effect", true)
+	}
+	return r
+}
+
+func asDown(err error) (*upstream.DownError, bool) {
+	var d *upstream.DownError
+	ok := errors.As(err, &d)
+	return d, ok
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/servers"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,7 +48,7 @@ mcp_servers:
 	}
 	front := httptest.NewServer(h.Handler())
 	t.Cleanup(func() { h.Close(); front.Close() })
-	cs := connectClient(t, front.URL, "ada-token-123456", "2026-07-28")
+	cs := hubtest.Connect(t, front.URL+"/operator/mcp", "ada-token-123456", "2026-07-28")
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "rpc_fail", Arguments: map[string]any{}})
 	if err != nil {
 		t.Fatalf("a server's failure reached the client as a protocol error: %v", err)

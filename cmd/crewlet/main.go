@@ -28,7 +28,7 @@ func main() {
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; {
 	case cmd == "serve":
-		err = serve(args)
+		err = serveCmd(args)
 	case cmd == "config" && len(args) == 2 && args[0] == "check":
 		os.Exit(configCheck(args[1]))
 	case cmd == "tracker-mcp":

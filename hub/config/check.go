@@ -16,6 +16,7 @@ var (
 	slugRe       = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 	projectKeyRe = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,9}$`)
 	toolPrefixRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$`)
+	surfaceRe    = regexp.MustCompile(`^[a-z][a-z0-9_.:-]{0,63}$`)
 	wholeRefRe   = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
 )
 
@@ -109,6 +110,14 @@ func (c *Company) check() Violations {
 				add("%s.env: an %s server takes headers, not env", p, s.EffectiveTransport())
 			}
 		}
+		if d := s.Delivers; d != nil {
+			switch {
+			case *d == "":
+				add("%s.delivers: \"\" would say its tools reach nobody; only a tool's own read-only hints say that, so name the surface or leave the key out", p)
+			case !surfaceRe.MatchString(*d):
+				add("%s.delivers: %q must be a surface name: lower-case letters, digits, '_', '.', ':' or '-', starting with a letter (chat, mcp:relay)", p, *d)
+			}
+		}
 		for tool, ann := range s.ToolAnnotations {
 			for k := range ann {
 				if !annotationKeys[k] {
@@ -122,7 +131,7 @@ func (c *Company) check() Violations {
 	// refused when the document is written, as are two spellings of one
 	// header.
 	for i, srv := range c.MCPServers {
-		for _, v := range upstream.CheckOptionalKeys(declared(srv), c.blocksFor(srv.Name)) {
+		for _, v := range upstream.CheckOptionalKeys(srv.Declared(), c.blocksFor(srv.Name)) {
 			add("mcp_servers[%d]: %s", i, v)
 		}
 	}
@@ -219,46 +228,6 @@ func (c *Company) check() Violations {
 		}
 	}
 	sort.Strings(out)
-	return out
-}
-
-// declared is what the upstream rules read of an entry.
-func declared(s MCPServer) upstream.Declared {
-	return upstream.Declared{
-		Name: s.Name, Transport: s.EffectiveTransport(), Command: s.Command, Args: s.Args,
-		URL: s.URL, Shared: s.IsShared(), Env: s.Env, Headers: s.Headers,
-		OptionalKeys: s.OptionalKeys, ToolPrefix: s.ToolPrefix,
-	}
-}
-
-// blocksFor lists every seat's mcp_env block for a server, each over its
-// unit's block (CFG-5: only a unit's direct agent seats inherit it).
-func (c *Company) blocksFor(server string) []upstream.SeatBlock {
-	var out []upstream.SeatBlock
-	for _, u := range c.Units {
-		unit := u.MCPEnv[server]
-		inherited := false
-		for _, r := range u.Roles {
-			if r.kind() != "agent" {
-				continue
-			}
-			if seat, ok := r.MCPEnv[server]; ok {
-				out = append(out, upstream.SeatBlock{Unit: unit, Seat: seat})
-				inherited = true
-			} else if unit != nil {
-				out = append(out, upstream.SeatBlock{Unit: unit})
-				inherited = true
-			}
-		}
-		if unit != nil && !inherited {
-			out = append(out, upstream.SeatBlock{Unit: unit})
-		}
-	}
-	for _, r := range c.Roles {
-		if seat, ok := r.MCPEnv[server]; ok {
-			out = append(out, upstream.SeatBlock{Seat: seat})
-		}
-	}
 	return out
 }
 

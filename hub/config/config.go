@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -72,6 +73,11 @@ type MCPServer struct {
 	ToolAnnotations       map[string]map[string]bool `yaml:"tool_annotations"`
 	OptionalKeys          []string                   `yaml:"optional_keys"`
 	StartupTimeoutSeconds int                        `yaml:"startup_timeout_seconds" validate:"gte=0,lte=600"`
+	// Delivers names the surface the server's tools put things in front of
+	// people on (CAT-8), when it is not the server itself: a relay that
+	// posts to chat delivers to chat. Unset, a tool delivers to its server
+	// (mcp:<name>); a tool proven read-only delivers nowhere either way.
+	Delivers *string `yaml:"delivers"`
 }
 
 // IsShared reports the effective shared flag (default true).
@@ -127,6 +133,20 @@ func Default() *Company {
 		panic("config: the embedded default company is invalid: " + err.Error())
 	}
 	return c
+}
+
+// Load reads and checks a company file; every problem comes back at once,
+// prefixed with the file's path.
+func Load(path string) (*Company, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
 }
 
 // DefaultYAML returns the embedded default document, for showing to users.

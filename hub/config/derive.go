@@ -52,6 +52,45 @@ func (c *Company) Directory() *authority.Directory {
 // Lookup resolves a variable; it reports false for a name that is unset.
 type Lookup func(name string) (string, bool)
 
+// OperatorTokenVar is the variable the generated operator credential is
+// read from: the embedded company declares it, and a company that declares
+// no credential of its own is given it (see Credentials).
+const OperatorTokenVar = "CREWLET_OPERATOR_TOKEN"
+
+// Credentials are the operator credentials the revision runs with: the ones
+// it declares, or, when it declares none, the one the embedded company
+// declares, so a hub started on any file can be reached. That credential is
+// bound to the company's first administrator, as the embedded company's is,
+// or is an administrator's own where the company has no person; generated
+// reports which.
+func (c *Company) Credentials() (tokens []Token, generated bool) {
+	if len(c.API.Auth.Tokens) > 0 {
+		return c.API.Auth.Tokens, false
+	}
+	t := Token{ID: "operator", Token: "${" + OperatorTokenVar + "}", Admin: true}
+	for _, s := range c.Directory().Seats() {
+		if s.Kind == authority.SeatHuman && s.Admin {
+			t.Seat, t.Admin = s.Handle, false
+			break
+		}
+	}
+	return []Token{t}, true
+}
+
+// UsesGeneratedToken reports whether the revision's credentials read
+// ${CREWLET_OPERATOR_TOKEN}, the token a hub generates and keeps in its data
+// directory when the variable is not set: the embedded company's, and the
+// one a company that declares none is given.
+func (c *Company) UsesGeneratedToken() bool {
+	tokens, _ := c.Credentials()
+	for _, t := range tokens {
+		if t.Token == "${"+OperatorTokenVar+"}" {
+			return true
+		}
+	}
+	return false
+}
+
 // OperatorTokens resolves the operator credentials against env. A variable
 // that is unset or empty is a violation naming it: a token is never accepted
 // as empty, which would let an empty bearer through.
@@ -59,7 +98,8 @@ func (c *Company) OperatorTokens(env Lookup) ([]authority.TokenEntry, error) {
 	dir := c.Directory()
 	var out []authority.TokenEntry
 	var bad Violations
-	for i, t := range c.API.Auth.Tokens {
+	tokens, _ := c.Credentials()
+	for i, t := range tokens {
 		m := wholeRefRe.FindStringSubmatch(t.Token)
 		if m == nil {
 			bad = append(bad, fmt.Sprintf("api.auth.tokens[%d].token: not a ${VARIABLE} reference", i))

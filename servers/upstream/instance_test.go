@@ -413,3 +413,32 @@ func TestInstanceRestartHeldBackWithoutLease(t *testing.T) {
 		t.Fatalf("held-back event %v", ev[0])
 	}
 }
+
+// MCP-7, MCP-11: every wait after a failed start is logged, not only the
+// first: a shared server's as server_start_retry_scheduled, a seat's child's
+// as mcp_seat_retry_scheduled naming the seat, each with its attempt and
+// the wait until the next.
+func TestInstanceEveryRetryWaitIsLogged(t *testing.T) {
+	for _, tc := range []struct {
+		seat, event string
+	}{
+		{"", "server_start_retry_scheduled"},
+		{"alice", "mcp_seat_retry_scheduled"},
+	} {
+		t.Run(tc.event, func(t *testing.T) {
+			_, logs := startTest(t, testSpec(t, "exit-at-start", nil), func(o *Options) { o.Seat = tc.seat })
+			deadline := time.Now().Add(10 * time.Second)
+			for len(logs.events(tc.event)) < 3 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d %s events after 10s, want 3 or more", len(logs.events(tc.event)), tc.event)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			for n, ev := range logs.events(tc.event)[:3] {
+				if ev["attempt"] != float64(n+1) || ev["retry_in_seconds"] == nil || ev["seat"] != tc.seat {
+					t.Errorf("wait %d: %v", n+1, ev)
+				}
+			}
+		})
+	}
+}

@@ -52,12 +52,12 @@ func (p probeResult) version() string {
 	return ""
 }
 
-func probeRequest() []byte {
+func probeRequest(client *mcp.Implementation) []byte {
 	req := map[string]any{
 		"jsonrpc": "2.0", "id": probeID, "method": "server/discover",
 		"params": map[string]any{"_meta": map[string]any{
 			mcp.MetaKeyProtocolVersion:    modernVersion,
-			mcp.MetaKeyClientInfo:         map[string]string{"name": "crewlet", "version": Version},
+			mcp.MetaKeyClientInfo:         map[string]string{"name": client.Name, "version": client.Version},
 			mcp.MetaKeyClientCapabilities: map[string]any{},
 		}},
 	}
@@ -91,9 +91,9 @@ func readProbeAnswer(b []byte) (probeResult, bool) {
 // probeStdio writes the probe on a child's stdin and reads its stdout until
 // the answer or the deadline. It returns the reader the SDK must continue
 // from: whatever was read past the answer is not lost.
-func probeStdio(stdin io.Writer, stdout *os.File, timeout time.Duration) (probeResult, io.Reader) {
+func probeStdio(stdin io.Writer, stdout *os.File, client *mcp.Implementation, timeout time.Duration) (probeResult, io.Reader) {
 	br := bufio.NewReaderSize(stdout, 64<<10)
-	if _, err := stdin.Write(append(probeRequest(), '\n')); err != nil {
+	if _, err := stdin.Write(append(probeRequest(client), '\n')); err != nil {
 		return probeResult{err: "writing the probe: " + err.Error()}, br
 	}
 	// A pipe from os.Pipe is pollable, so a deadline bounds the read.
@@ -120,10 +120,10 @@ func probeStdio(stdin io.Writer, stdout *os.File, timeout time.Duration) (probeR
 }
 
 // probeHTTP posts the probe to an http server and reads a JSON or SSE answer.
-func probeHTTP(ctx context.Context, client *http.Client, url string, timeout time.Duration) probeResult {
+func probeHTTP(ctx context.Context, hc *http.Client, url string, client *mcp.Implementation, timeout time.Duration) probeResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(probeRequest()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(probeRequest(client)))
 	if err != nil {
 		return probeResult{err: err.Error()}
 	}
@@ -131,7 +131,7 @@ func probeHTTP(ctx context.Context, client *http.Client, url string, timeout tim
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", modernVersion)
 	req.Header.Set("Mcp-Method", "server/discover")
-	resp, err := client.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return probeResult{err: "the probe failed: " + err.Error()}
 	}

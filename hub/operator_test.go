@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/servers"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -70,30 +71,6 @@ func newTestHub(t *testing.T) *testHub {
 	return th
 }
 
-type bearer struct {
-	token string
-	base  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.base.RoundTrip(r)
-}
-
-func connectClient(t *testing.T, url, token, version string) *mcp.ClientSession {
-	t.Helper()
-	tr := &mcp.StreamableClientTransport{Endpoint: url + "/operator/mcp",
-		HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "0"}, nil).
-		Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if err != nil {
-		t.Fatalf("connect (%s): %v", version, err)
-	}
-	t.Cleanup(func() { cs.Close() })
-	return cs
-}
-
 func callEcho(t *testing.T, cs *mcp.ClientSession, args map[string]any) (*mcp.CallToolResult, echoOut) {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: args})
@@ -114,7 +91,7 @@ func TestOperatorMCPBothErasAndAttribution(t *testing.T) {
 	th := newTestHub(t)
 	for _, version := range []string{"2026-07-28", "2025-11-25", "2025-06-18"} {
 		t.Run(version, func(t *testing.T) {
-			cs := connectClient(t, th.url, "ada-token-123456", version)
+			cs := hubtest.Connect(t, th.url+"/operator/mcp", "ada-token-123456", version)
 			if got := cs.InitializeResult().ProtocolVersion; got != version {
 				t.Fatalf("negotiated %s", got)
 			}
@@ -126,10 +103,10 @@ func TestOperatorMCPBothErasAndAttribution(t *testing.T) {
 				t.Fatalf("source meta %v", src)
 			}
 			_, out := callEcho(t, cs, map[string]any{"text": "hi"})
-			if out != (echoOut{Text: "hi", Seat: "ada", Kind: "human", Op: "laptop"}) {
+			if out != (echoOut{Text: "hi", Seat: "ada", Kind: "human", Op: "laptop", Admin: true}) {
 				t.Fatalf("bound token wrote as %+v", out)
 			}
-			ci := connectClient(t, th.url, "ci-token-123456", version)
+			ci := hubtest.Connect(t, th.url+"/operator/mcp", "ci-token-123456", version)
 			if _, out := callEcho(t, ci, map[string]any{"text": "hi"}); out != (echoOut{Text: "hi", Seat: "token:ci", Kind: "operator", Op: "ci"}) {
 				t.Fatalf("unbound token wrote as %+v", out)
 			}
@@ -143,7 +120,7 @@ func TestOperatorRefusals(t *testing.T) {
 	own := NewCatalogue()
 	_ = own.Add(entry("seat_only", SourceMCP("github")))
 	th.router.seats = func() []*Catalogue { return []*Catalogue{own} }
-	cs := connectClient(t, th.url, "ada-token-123456", "2026-07-28")
+	cs := hubtest.Connect(t, th.url+"/operator/mcp", "ada-token-123456", "2026-07-28")
 	class := func(name string, args map[string]any) (authority.Class, string) {
 		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
 		if err != nil {
@@ -178,7 +155,7 @@ func TestOperatorRefusals(t *testing.T) {
 // credential redacted, NUL-bearing text rejected with a sentence.
 func TestOperatorSanitisesResults(t *testing.T) {
 	th := newTestHub(t)
-	cs := connectClient(t, th.url, "ada-token-123456", "2026-07-28")
+	cs := hubtest.Connect(t, th.url+"/operator/mcp", "ada-token-123456", "2026-07-28")
 	res, out := callEcho(t, cs, map[string]any{"text": "x", "emit": "a\x1b[31mred\x1b[0m\x07 key ci-token-123456 end"})
 	if res.IsError || out.Text != "ared key [REDACTED] end" {
 		t.Fatalf("sanitised to %q (%v)", out.Text, res.IsError)
@@ -198,7 +175,7 @@ func TestRevokedTokenStopsNextCall(t *testing.T) {
 	for _, version := range []string{"2026-07-28", "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
 			th := newTestHub(t)
-			cs := connectClient(t, th.url, "ci-token-123456", version)
+			cs := hubtest.Connect(t, th.url+"/operator/mcp", "ci-token-123456", version)
 			if res, _ := callEcho(t, cs, map[string]any{"text": "a"}); res.IsError {
 				t.Fatal("first call refused")
 			}

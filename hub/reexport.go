@@ -33,7 +33,7 @@ func newOwners() *owners {
 // mirrorFeatures replaces what server offers on the operator server. An
 // item another server already offers under the same key is left to that
 // server and logged, never shadowed.
-func (f *front) mirrorFeatures(server string, feats upstream.Features, inst func() *upstream.Instance) {
+func (f *operator) mirrorFeatures(server string, feats upstream.Features, inst func() *upstream.Instance) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	o := f.owned
@@ -60,7 +60,7 @@ func (f *front) mirrorFeatures(server string, feats upstream.Features, inst func
 	// claim files key under this server unless another server offers it.
 	claim := func(m map[string]string, kind, key string) bool {
 		if other, ok := m[key]; ok {
-			f.h.log.Warn("mcp_server_feature_collision", "server", server, "kind", kind, "key", key, "owner", other)
+			f.log.Warn("mcp_server_feature_collision", "server", server, "kind", kind, "key", key, "owner", other)
 			return false
 		}
 		m[key] = server
@@ -104,7 +104,7 @@ func (f *front) mirrorFeatures(server string, feats upstream.Features, inst func
 
 // ownerOfURI finds the instance that owns a resource URI: an exact resource,
 // else the server whose template the URI fits.
-func (f *front) ownerOfURI(uri string) *upstream.Instance {
+func (f *operator) ownerOfURI(uri string) *upstream.Instance {
 	f.mu.Lock()
 	server := f.ownerLocked(uri)
 	get := f.owned.insts[server]
@@ -115,7 +115,7 @@ func (f *front) ownerOfURI(uri string) *upstream.Instance {
 	return get()
 }
 
-func (f *front) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+func (f *operator) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	ref := req.Params.Ref
 	var in *upstream.Instance
 	switch {
@@ -148,7 +148,7 @@ func (f *front) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.Co
 // subscription upstream per resource: the first subscriber opens it and the
 // last to leave closes it, so one client's unsubscribe never silences
 // another.
-func (f *front) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+func (f *operator) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	uri := req.Params.URI
 	in := f.ownerOfURI(uri)
 	if in == nil {
@@ -170,7 +170,7 @@ func (f *front) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error 
 	return nil
 }
 
-func (f *front) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+func (f *operator) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) error {
 	uri := req.Params.URI
 	f.mu.Lock()
 	if f.subs[uri] == 0 {
@@ -194,7 +194,7 @@ func (f *front) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) er
 
 // resubscribe opens again, on a server that came back, the subscriptions
 // clients hold to its resources: a new session starts with none.
-func (f *front) resubscribe(server string, in *upstream.Instance) {
+func (f *operator) resubscribe(server string, in *upstream.Instance) {
 	f.mu.Lock()
 	var uris []string
 	for uri, n := range f.subs {
@@ -203,17 +203,21 @@ func (f *front) resubscribe(server string, in *upstream.Instance) {
 		}
 	}
 	f.mu.Unlock()
-	for _, uri := range uris {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := in.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
-			f.h.log.Warn("resubscribe_failed", "server", server, "uri", uri, "error", err.Error())
+	tasks := make([]func(), len(uris))
+	for n, uri := range uris {
+		tasks[n] = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := in.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+				f.log.Warn("resubscribe_failed", "server", server, "uri", uri, "error", err.Error())
+			}
 		}
-		cancel()
 	}
+	fanOut(f.log, "restore subscriptions", tasks...)
 }
 
 // ownerLocked names the server owning a URI; f.mu is held.
-func (f *front) ownerLocked(uri string) string {
+func (f *operator) ownerLocked(uri string) string {
 	if s, ok := f.owned.resources[uri]; ok {
 		return s
 	}

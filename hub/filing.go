@@ -1,0 +1,112 @@
+package hub
+
+import (
+	"sort"
+
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/upstream"
+)
+
+// file files a server's listed tools in the catalogue they belong to (the
+// company's for a shared server, the seat's own for a seat's child): its
+// source, prefix, hints read from the raw annotations with the operator's
+// overrides on top (CAT-9), where each delivers (CAT-8), and refuses the
+// whole list if a name is taken (CAT-12), recording why for the server's
+// row.
+func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
+	if u.current(s) == nil {
+		// A revision replaced this instance while it was starting.
+		return
+	}
+	u.mu.Lock()
+	decl := s.decl
+	u.mu.Unlock()
+	name, key := decl.Name, s.key()
+	overrides := annotationOverrides(decl.ToolAnnotations)
+	listed := map[string]bool{}
+	src := SourceMCP(name)
+	backend := &upstreamBackend{server: name, inst: func() *upstream.Instance { return u.instanceOf(key) }}
+	entries := make([]Entry, 0, len(tools))
+	for _, t := range tools {
+		listed[t.Def.Name] = true
+		e, err := entryFromTool(t.Def, src, decl.ToolPrefix, backend)
+		if err != nil {
+			u.log.Error("mcp_server_failed", "server", name, "seat", s.seat, "reason", err.Error())
+			u.status.filed(key, s.inst, err.Error(), nil)
+			return
+		}
+		// The raw annotations, not the SDK's decoded booleans: an absent
+		// hint is unknown (CAT-7).
+		e.Hints = servers.HintsFromAnnotations(t.Annotations).Override(overrides[t.Def.Name])
+		e.Delivers = mcpDelivers(name, decl.Delivers, e.Hints)
+		// Who a tool is for is a first-party declaration; a third-party
+		// server cannot narrow or widen it.
+		e.OperatorOnly = false
+		entries = append(entries, e)
+	}
+	var unlisted []string
+	for tool := range overrides {
+		if !listed[tool] {
+			unlisted = append(unlisted, tool)
+		}
+	}
+	sort.Strings(unlisted)
+	u.log.Info("tools_discovered", "server", name, "seat", s.seat, "tools", len(entries), "unlisted_annotations", unlisted)
+
+	u.fileMu.Lock()
+	err := u.taken(s.seat, src, entries)
+	if err == nil {
+		cat := u.company
+		if s.seat != "" {
+			cat = u.seatCatalogue(s.seat)
+		}
+		err = cat.Replace(src, entries)
+	}
+	u.fileMu.Unlock()
+	if err != nil {
+		u.log.Error("mcp_server_failed", "server", name, "seat", s.seat, "reason", err.Error())
+		u.status.filed(key, s.inst, err.Error(), unlisted)
+		return
+	}
+	u.status.filed(key, s.inst, "", unlisted)
+	if s.seat == "" {
+		u.events.toolsChanged()
+	}
+}
+
+// mcpDelivers is where a third-party tool delivers (CAT-8): nowhere when it
+// is proven read-only, by its hints or an override; otherwise the surface
+// its server's entry declares, or the server itself, since nothing else
+// about the tool says where its call lands.
+func mcpDelivers(server string, declared *string, h servers.Hints) string {
+	switch {
+	case h.ReadOnly == servers.Yes:
+		return ""
+	case declared != nil:
+		return *declared
+	}
+	return string(SourceMCP(server))
+}
+
+// annotationOverrides reads tool_annotations in either spelling. The
+// config check refuses any other key, so none is met here.
+func annotationOverrides(m map[string]map[string]bool) map[string]servers.Hints {
+	out := map[string]servers.Hints{}
+	for tool, keys := range m {
+		var h servers.Hints
+		for k, v := range keys {
+			switch k {
+			case "read_only", "readOnlyHint":
+				h.ReadOnly = servers.Of(v)
+			case "destructive", "destructiveHint":
+				h.Destructive = servers.Of(v)
+			case "idempotent", "idempotentHint":
+				h.Idempotent = servers.Of(v)
+			case "open_world", "openWorldHint":
+				h.OpenWorld = servers.Of(v)
+			}
+		}
+		out[tool] = h
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+)
+
+// guard is the DNS-rebinding protection: a page on another site that
+// resolves its own name to 127.0.0.1 must not reach the hub through a
+// visitor's browser. The Host must be a loopback name or an allowed host,
+// and an Origin, when a browser sends one, a loopback or allowed origin.
+func (f *operator) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !f.hostAllowed(r.Host) {
+			f.log.Warn("operator_request_refused", "reason", "host not allowed", "host", r.Host, "remote", r.RemoteAddr)
+			http.Error(w, fmt.Sprintf("Forbidden: the Host %q is not one this hub answers to", r.Host), http.StatusForbidden)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !f.originAllowed(o) {
+			f.log.Warn("operator_request_refused", "reason", "origin not allowed", "origin", o, "remote", r.RemoteAddr)
+			http.Error(w, fmt.Sprintf("Forbidden: the Origin %q is not one this hub answers to", o), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (f *operator) hostAllowed(host string) bool {
+	if isLoopbackHost(host) {
+		return true
+	}
+	for _, a := range f.opts.AllowedHosts {
+		if strings.EqualFold(a, host) || strings.EqualFold(a, hostOnly(host)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *operator) originAllowed(origin string) bool {
+	for _, a := range f.opts.AllowedOrigins {
+		if strings.EqualFold(strings.TrimSuffix(a, "/"), strings.TrimSuffix(origin, "/")) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && isLoopbackHost(u.Host)
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return strings.Trim(hostport, "[]")
+}
+
+func isLoopbackHost(hostport string) bool {
+	h := hostOnly(hostport)
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authenticate decides the request by its own bearer token (OPS-1). A token
+// revoked while a client's session is open fails here on that client's very
+// next request; a session id is never accepted in place of a credential.
+func (f *operator) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fields := strings.Fields(r.Header.Get("Authorization"))
+		reason := "no bearer token"
+		if len(fields) == 2 && strings.EqualFold(fields[0], "bearer") {
+			if p, ok := f.tokens.Verify(fields[1]); ok {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
+				return
+			}
+			reason = "unknown or revoked token"
+		}
+		// The presented token is never logged, not even in part.
+		f.log.Info("operator_auth_refused", "reason", reason, "path", r.URL.Path, "remote", r.RemoteAddr)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="crewlet"`)
+		http.Error(w, "Unauthorized: "+reason, http.StatusUnauthorized)
+	})
+}
+
+// sdkAuth hands the principal authenticate found to the SDK, which passes
+// it to tool handlers with each request and pins a stateful session to the
+// credential's login.
+func (f *operator) sdkAuth(next http.Handler) http.Handler {
+	verify := func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+		p, ok := principalFrom(r.Context())
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: p.Caller().Seat, Extra: map[string]any{principalKey: p}}, nil
+	}
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
+}
+
+func (f *operator) admin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := principalFrom(r.Context()); !ok || !p.Admin {
+			writeJSON(w, http.StatusForbidden, map[string]string{"class": string(authority.Forbidden), "error": "this route is for administrators"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,97 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The operator surface is what people and their own assistants reach: the
+// operator catalogue over MCP (operator_mcp.go), the REST routes
+// (rest_routes.go, config_edit.go), each behind the HTTP guard and the
+// bearer check (http_guard.go), and what third-party servers offer beside
+// tools, re-exported (reexport.go).
+
+// control is what the operator surface asks of the hub: the revision in
+// force, how to change it, and what its servers report. The surface holds
+// no hub, only this.
+type control interface {
+	Company() *config.Company
+	Apply(*config.Company) error
+	Reload() error
+	check(*config.Company) error
+	serverRows() []serverRow
+	seatCatalogues() []*Catalogue
+}
+
+// operatorDeps is everything the operator surface is given.
+type operatorDeps struct {
+	opts    *Options
+	log     *slog.Logger
+	company *Catalogue
+	router  *Router
+	tokens  *authority.Tokens
+	control control
+}
+
+// operator is the operator surface. It implements events, so supervision
+// reports to it without knowing it.
+type operator struct {
+	operatorDeps
+
+	putMu     sync.Mutex // one company-file edit at a time
+	mu        sync.Mutex
+	synced    map[string]string // tool name -> sdkKey, as the SDK has it
+	owned     *owners           // who owns each re-exported resource and prompt
+	subs      map[string]int    // resource uri -> clients subscribed through the hub
+	server    *mcp.Server
+	stateful  *mcp.StreamableHTTPHandler
+	stateless *mcp.StreamableHTTPHandler
+}
+
+var _ events = (*operator)(nil)
+
+func (f *operator) toolsChanged() { f.syncTools() }
+
+func (f *operator) featuresChanged(server string, feats upstream.Features, inst func() *upstream.Instance) {
+	f.mirrorFeatures(server, feats, inst)
+}
+
+func (f *operator) serverUp(server string, inst *upstream.Instance) { f.resubscribe(server, inst) }
+
+func (f *operator) resourceUpdated(ctx context.Context, p *mcp.ResourceUpdatedNotificationParams) {
+	_ = f.server.ResourceUpdated(ctx, p)
+}
+
+// close ends every open operator session.
+func (f *operator) close() {
+	for ss := range f.server.Sessions() {
+		ss.Close()
+	}
+}
+
+// Handler is the operator surface.
+func (h *Hub) Handler() http.Handler {
+	f := h.operator
+	mux := http.NewServeMux()
+	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(f.serveMCP)))))
+	mux.Handle("GET /tools", f.guard(f.authenticate(http.HandlerFunc(f.serveTools))))
+	mux.Handle("POST /config/reload", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveReload)))))
+	// Server rows show each configured launch, so they are for
+	// administrators, as the configuration itself is.
+	mux.Handle("GET /mcp-servers", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServers)))))
+	mux.Handle("GET /mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServer)))))
+	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", Version)
+	})
+	return mux
+}

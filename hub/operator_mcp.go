@@ -1,0 +1,221 @@
+//lint:file-ignore SA1019 a hub forwards logging and sampling (deprecated in 2026-07-28, SEP-2577) for clients and servers of the session revisions, which still use them.
+
+package hub
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// modernProtocol is the first MCP revision without sessions. Requests of it
+// are served by a stateless handler; older revisions by a stateful one.
+const modernProtocol = "2026-07-28"
+
+// newOperator builds the operator catalogue's MCP server and its handlers.
+func newOperator(d operatorDeps) *operator {
+	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}}
+	f.server = mcp.NewServer(&mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}, &mcp.ServerOptions{
+		Instructions: "The Crewlet hub's operator catalogue: the company's builtin tools and its MCP servers' tools, decided by your bearer token on every call.",
+		Logger:       quiet(d.log).With("component", "operator_mcp"),
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
+			Prompts:   &mcp.PromptCapabilities{ListChanged: true},
+			Logging:   &mcp.LoggingCapabilities{},
+		},
+		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			return f.complete(ctx, req)
+		},
+		SubscribeHandler:   func(ctx context.Context, req *mcp.SubscribeRequest) error { return f.subscribe(ctx, req) },
+		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error { return f.unsubscribe(ctx, req) },
+	})
+	f.server.AddReceivingMiddleware(f.callMiddleware)
+	f.syncTools()
+	// Both revisions are served fully only by two handlers behind one route:
+	// the SDK speaks 2026-07-28 only statelessly, and only a stateful
+	// handler can push list_changed or forward server-to-client requests to
+	// a 2025 client.
+	get := func(*http.Request) *mcp.Server { return f.server }
+	opts := func(stateless bool) *mcp.StreamableHTTPOptions {
+		return &mcp.StreamableHTTPOptions{
+			Stateless:           stateless,
+			Logger:              quiet(d.log).With("component", "operator_http"),
+			MaxRequestBodyBytes: d.opts.MaxBodyBytes,
+			// Host and Origin are checked by guard for every route,
+			// including non-loopback listeners with allowed names.
+			DisableLocalhostProtection: true,
+		}
+	}
+	f.stateful = mcp.NewStreamableHTTPHandler(get, opts(false))
+	f.stateless = mcp.NewStreamableHTTPHandler(get, opts(true))
+	return f
+}
+
+// syncTools mirrors the catalogue into the SDK server, which is what lists
+// tools to clients and pushes tools/list_changed when the set moves (MCP-8).
+func (f *operator) syncTools() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	entries := CompanyRegistry(f.company).Entries()
+	now := map[string]string{}
+	for _, e := range entries {
+		key := sdkKey(e)
+		now[e.Name] = key
+		if f.synced[e.Name] == key {
+			continue
+		}
+		f.server.AddTool(sdkTool(e), func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// Unreachable in practice: callMiddleware answers every
+			// tools/call. Kept so the SDK never answers one by itself.
+			return f.call(ctx, req), nil
+		})
+	}
+	var gone []string
+	for name := range f.synced {
+		if _, ok := now[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		f.server.RemoveTools(gone...)
+	}
+	f.synced = now
+}
+
+// sdkKey identifies what a client would see of a tool, so an unchanged tool
+// is not re-added (which would notify every client for nothing).
+func sdkKey(e Entry) string {
+	b, _ := json.Marshal(sdkTool(e))
+	return string(b)
+}
+
+func sdkTool(e Entry) *mcp.Tool {
+	t := &mcp.Tool{
+		Name:        e.Name,
+		Description: e.Description,
+		InputSchema: json.RawMessage(e.InputSchema),
+		Annotations: servers.Annotations(e.Hints),
+		Meta: mcp.Meta{
+			servers.MetaSource:   string(e.Source),
+			servers.MetaHints:    e.Hints,
+			servers.MetaDelivers: e.Delivers,
+		},
+	}
+	if len(e.OutputSchema) > 0 {
+		t.OutputSchema = json.RawMessage(e.OutputSchema)
+	}
+	return t
+}
+
+// callMiddleware answers every tools/call itself, so an unknown tool is a
+// not_found refusal rather than the SDK's protocol error (REF-5), and so each
+// call is decided by the credential of the request carrying it (OPS-1).
+func (f *operator) callMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		ctr, ok := req.(*mcp.CallToolRequest)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		return f.call(ctx, ctr), nil
+	}
+}
+
+func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	p, ok := principalOf(req.Extra)
+	if !ok {
+		// The HTTP layer refuses a request without a valid token before
+		// the SDK sees it; this is the belt to that brace.
+		return servers.Refused(authority.Refuse(authority.Forbidden, "This call carries no operator credential."))
+	}
+	var args json.RawMessage
+	if req.Params != nil {
+		args = req.Params.Arguments
+	}
+	// Log lines, progress and requests an upstream server sends while it
+	// serves the call go back to this session.
+	if req.Session != nil {
+		ctx = upstream.WithDownstream(ctx, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx})
+	}
+	return f.router.CallForPerson(ctx, CompanyRegistry(f.company), p.Caller(), req.Params.Name, args)
+}
+
+const principalKey = "crewlet/principal"
+
+func principalOf(extra *mcp.RequestExtra) (authority.Principal, bool) {
+	if extra == nil || extra.TokenInfo == nil {
+		return authority.Principal{}, false
+	}
+	p, ok := extra.TokenInfo.Extra[principalKey].(authority.Principal)
+	return p, ok
+}
+
+type ctxKey struct{}
+
+func principalFrom(ctx context.Context) (authority.Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(authority.Principal)
+	return p, ok
+}
+
+// serveMCP picks the handler for the request's protocol revision.
+func (f *operator) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		limit := f.opts.MaxBodyBytes
+		if r.ContentLength > limit {
+			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "could not read the request body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if modern(r.Header, body) {
+			f.stateless.ServeHTTP(w, r)
+			return
+		}
+	} else if v := r.Header.Get("Mcp-Protocol-Version"); v >= modernProtocol {
+		f.stateless.ServeHTTP(w, r)
+		return
+	}
+	f.stateful.ServeHTTP(w, r)
+}
+
+// modern reports whether a POST speaks 2026-07-28 or later: by its header,
+// or, for a first request without one, by the revision in its _meta.
+func modern(h http.Header, body []byte) bool {
+	if v := h.Get("Mcp-Protocol-Version"); v != "" {
+		return v >= modernProtocol
+	}
+	if h.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	var msg struct {
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return false
+	}
+	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	return v >= modernProtocol
+}

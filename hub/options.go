@@ -1,0 +1,90 @@
+package hub
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// FirstParty is a first-party server the hub mounts in-process. Its tools
+// are filed as builtin.
+type FirstParty struct {
+	Name string
+	// New builds the server; it must believe caller metadata only under the
+	// trust it is given.
+	New func(servers.Trust, Deps) *mcp.Server
+	// Enabled says whether the company runs it (CAT-3, CAT-4); nil means
+	// always. A server the company does not run registers no tool at all.
+	Enabled func(*config.Company) bool
+}
+
+// Leases says which seats this node holds. A per-role child is the seat's
+// identity at its vendor, so it is restarted only while this node can prove
+// it holds the seat's lease (MCP-10). One node holds every seat: the default.
+type Leases interface {
+	Holds(seat string) bool
+}
+
+type singleNode struct{}
+
+func (singleNode) Holds(string) bool { return true }
+
+// Deps is what the hub lends a first-party server it mounts.
+type Deps struct {
+	// Directory returns the directory of the revision in force, per call.
+	Directory func() *authority.Directory
+	Logger    *slog.Logger
+}
+
+// Options configure a Hub. The zero value of every field but Company works.
+type Options struct {
+	Company *config.Company
+	// Env resolves ${VAR} references; nil reads nothing.
+	Env        config.Lookup
+	Logger     *slog.Logger
+	FirstParty []FirstParty
+	// AllowedHosts are Host header values accepted beside loopback names,
+	// for a hub reached through a name (DNS-rebinding protection).
+	AllowedHosts []string
+	// AllowedOrigins are browser origins accepted beside loopback ones.
+	AllowedOrigins []string
+	// StartupWait bounds how long New waits for the shared MCP servers'
+	// first starts; 10s if 0.
+	StartupWait time.Duration
+	// MaxBodyBytes bounds an operator request body; 0 means 4 MiB.
+	MaxBodyBytes int64
+	// Reload re-reads the company for POST /config/reload and SIGHUP; nil
+	// means the company cannot be reloaded.
+	Reload func() (*config.Company, error)
+	// Redact lists further values to redact from tool results (the secret
+	// store's), asked on every apply.
+	Redact func() []string
+	// Leases is the seat-lease check; nil means this node holds every seat.
+	Leases Leases
+	// ConfigFile is the company file, which PUT /config/mcp-servers writes;
+	// empty for the embedded company, which cannot be edited.
+	ConfigFile string
+}
+
+// ensureDefaults fills what was left zero.
+func (o *Options) ensureDefaults() {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Env == nil {
+		o.Env = func(string) (string, bool) { return "", false }
+	}
+	if o.Leases == nil {
+		o.Leases = singleNode{}
+	}
+	if o.StartupWait == 0 {
+		o.StartupWait = 10 * time.Second
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+}

@@ -1,0 +1,107 @@
+package hub
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers"
+)
+
+// toolRow is one row of GET /tools (CAT-2).
+type toolRow struct {
+	Name        string        `json:"name"`
+	Source      Source        `json:"source"`
+	Description string        `json:"description"`
+	Annotations servers.Hints `json:"annotations"`
+	Delivers    string        `json:"delivers"`
+	ArgCount    int           `json:"arg_count"`
+}
+
+func (f *operator) serveTools(w http.ResponseWriter, r *http.Request) {
+	entries := CompanyRegistry(f.company).Entries()
+	rows := make([]toolRow, 0, len(entries))
+	counts := map[Source]int{}
+	for _, e := range entries {
+		rows = append(rows, toolRow{Name: e.Name, Source: e.Source, Description: e.Description,
+			Annotations: e.Hints, Delivers: e.Delivers, ArgCount: e.ArgCount()})
+		counts[e.Source]++
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].Source != rows[j].Source {
+			return rows[i].Source < rows[j].Source
+		}
+		return rows[i].Name < rows[j].Name
+	})
+	writeJSON(w, http.StatusOK, map[string]any{"tools": rows, "sources": counts})
+}
+
+func (f *operator) serveReload(w http.ResponseWriter, r *http.Request) {
+	if err := f.control.Reload(); err != nil {
+		f.log.Error("config_reload_failed", "error", err.Error())
+		// Only a document the check refused is the caller's to fix; a store
+		// or file that could not be read is the node's own fault (REF-4).
+		var v config.Violations
+		if errors.As(err, &v) {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"class": string(authority.Invalid), "error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"class": string(authority.InternalError), "error": authority.InternalErrorSentence})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "applied"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func (f *operator) serveMCPServers(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"servers": f.control.serverRows()})
+}
+
+// serveMCPServer is a server's own page: its row, each node's full reason,
+// and its tools, or that it registered none and why.
+func (f *operator) serveMCPServer(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	for _, row := range f.control.serverRows() {
+		if row.Name != name {
+			continue
+		}
+		var tools []toolRow
+		seen := map[string]bool{}
+		for _, cat := range append([]*Catalogue{f.company}, f.control.seatCatalogues()...) {
+			for _, e := range cat.Entries() {
+				if e.Source == SourceMCP(name) && !seen[e.Name] {
+					seen[e.Name] = true
+					tools = append(tools, toolRow{Name: e.Name, Source: e.Source, Description: e.Description,
+						Annotations: e.Hints, Delivers: e.Delivers, ArgCount: e.ArgCount()})
+				}
+			}
+		}
+		reach := "every seat (shared)"
+		if !row.Shared {
+			reach = "each seat that declares credentials for it, its own child (per-role)"
+		}
+		page := map[string]any{"server": row, "reach": reach, "tools": tools}
+		if len(tools) == 0 {
+			why := row.Reason
+			if why == "" {
+				why = "its server listed no tools"
+			}
+			page["tools"] = []toolRow{}
+			page["no_tools_because"] = why
+		}
+		writeJSON(w, http.StatusOK, page)
+		return
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"class": string(authority.NotFound), "error": fmt.Sprintf("no MCP server called %q is configured", name)})
+}

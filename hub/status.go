@@ -1,0 +1,326 @@
+package hub
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers/upstream"
+)
+
+// The states a server's row reads on the operator surface (MCP-12).
+const (
+	rowRunning     = "Running"
+	rowPartly      = "Partly failing"
+	rowFailing     = "Failing"
+	rowWaiting     = "Waiting for credentials"
+	rowNotStarted  = "Not started"
+	rowNotReported = "Not reported"
+)
+
+// nodeCell is one node's report of a server. This build runs one node, so a
+// row has one cell; a fleet adds one per live node from its heartbeat.
+type nodeCell struct {
+	Node   string `json:"node"`
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+	// NextRestart is when a down server is tried again (RFC 3339).
+	NextRestart string `json:"next_restart,omitempty"`
+	Tools       int    `json:"tools"`
+}
+
+type launch struct {
+	Transport string            `json:"transport"`
+	Command   string            `json:"command,omitempty"`
+	Args      []string          `json:"args,omitempty"`
+	URL       string            `json:"url,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+}
+
+type serverRow struct {
+	Name                string     `json:"name"`
+	Shared              bool       `json:"shared"`
+	State               string     `json:"state"`
+	Reason              string     `json:"reason,omitempty"`
+	Nodes               []nodeCell `json:"nodes"`
+	Launch              launch     `json:"launch"`
+	UnlistedAnnotations []string   `json:"unlisted_annotations"`
+}
+
+var onlyRefs = regexp.MustCompile(`^([^$]{0,16}\$\{[A-Za-z_][A-Za-z0-9_]*\})+[^$]{0,16}$`)
+
+// maskValue shows a configured value as written when it is references (with
+// a short literal around them, as in "Bearer ${TOKEN}"), and hides any other
+// literal, which may itself be a credential.
+func maskValue(v string) string {
+	if v == "" || onlyRefs.MatchString(v) {
+		return v
+	}
+	return fmt.Sprintf("(literal, %d characters)", len(v))
+}
+
+func (h *Hub) launchOf(d config.MCPServer) launch {
+	l := launch{Transport: d.EffectiveTransport(), Command: d.Command, URL: d.URL}
+	// Arguments are passed as written; anything in them that is a known
+	// secret is redacted like a tool result.
+	for _, a := range d.Args {
+		if clean, err := h.clean.Text(a); err == nil {
+			a = clean
+		}
+		l.Args = append(l.Args, a)
+	}
+	mask := func(m map[string]string) map[string]string {
+		if len(m) == 0 {
+			return nil
+		}
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			out[k] = maskValue(v)
+		}
+		return out
+	}
+	l.Env, l.Headers = mask(d.Env), mask(d.Headers)
+	return l
+}
+
+// statusTable is what each instance reports for its server's row, under
+// its own lock: supervision writes it as instances start, are held back,
+// file their tools or stop, and the operator surface reads it, so neither
+// ever takes the other's lock. An instance's own state is read from the
+// instance, under the instance's lock.
+type statusTable struct {
+	mu    sync.Mutex
+	insts map[string]*instanceReport // by instance key
+}
+
+// instanceReport is one instance's part of its server's row.
+type instanceReport struct {
+	server string
+	// seat is the seat whose child this is; empty for a shared server.
+	seat string
+	// hold is why it was not started (a credential), or nil.
+	hold *upstream.Hold
+	inst *upstream.Instance
+	// fileErr is why its tools could not be filed (a name collision).
+	fileErr  string
+	unlisted []string
+	// listed says its tools were filed, or refused, at least once: only
+	// an instance that listed its tools can say a key names none of them.
+	listed bool
+}
+
+func newStatusTable() *statusTable { return &statusTable{insts: map[string]*instanceReport{}} }
+
+// held records an instance held back for a credential.
+func (t *statusTable) held(key, server, seat string, hold *upstream.Hold) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.insts[key] = &instanceReport{server: server, seat: seat, hold: hold}
+}
+
+// running records an instance just started.
+func (t *statusTable) running(key, server, seat string, inst *upstream.Instance) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.insts[key] = &instanceReport{server: server, seat: seat, inst: inst}
+}
+
+// filed records how an instance's tools were filed; a report from an
+// instance a revision has since replaced is dropped.
+func (t *statusTable) filed(key string, inst *upstream.Instance, fileErr string, unlisted []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r := t.insts[key]; r != nil && r.inst == inst {
+		r.fileErr, r.unlisted, r.listed = fileErr, unlisted, true
+	}
+}
+
+// drop forgets an instance the revision no longer declares.
+func (t *statusTable) drop(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.insts, key)
+}
+
+// rows reports every server c declares, in declaration order.
+func (t *statusTable) rows(c *config.Company, launchOf func(config.MCPServer) launch) []serverRow {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var rows []serverRow
+	for _, d := range c.MCPServers {
+		row := serverRow{Name: d.Name, Shared: d.IsShared(), Launch: launchOf(d), UnlistedAnnotations: []string{}}
+		var reports []*instanceReport
+		for _, r := range t.insts {
+			if r.server == d.Name {
+				reports = append(reports, r)
+			}
+		}
+		sort.Slice(reports, func(i, j int) bool { return reports[i].seat < reports[j].seat })
+		cell := nodeCell{Node: "this node", State: rowNotReported}
+		if len(reports) == 0 && !d.IsShared() {
+			cell.State, cell.Reason = rowNotStarted, "no agent seat declares credentials for it under mcp_env"
+		}
+		var cells []nodeCell
+		for _, r := range reports {
+			cells = append(cells, r.cell())
+		}
+		row.UnlistedAnnotations = unlistedByAll(reports)
+		if len(cells) > 0 {
+			cell = aggregate(cells)
+		}
+		row.Nodes = []nodeCell{cell}
+		row.State, row.Reason = rollUp(row.Nodes)
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// unlistedByAll is every tool_annotations key no instance that listed its
+// tools lists (CAT-9): a per-role child rightly lists only what its seat's
+// credentials reach, so a key one child answers is not reported.
+func unlistedByAll(reports []*instanceReport) []string {
+	count := map[string]int{}
+	listed := 0
+	for _, r := range reports {
+		if !r.listed {
+			continue
+		}
+		listed++
+		for _, k := range r.unlisted {
+			count[k]++
+		}
+	}
+	out := []string{}
+	for k, n := range count {
+		if n == listed {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cell reads one instance's state.
+func (s *instanceReport) cell() nodeCell {
+	cell := nodeCell{Node: "this node", State: rowNotReported}
+	who := ""
+	if s.seat != "" {
+		who = "seat " + s.seat + ": "
+	}
+	switch {
+	case s.hold != nil && s.hold.State == upstream.Waiting:
+		cell.State, cell.Reason = rowWaiting, who+s.hold.Sentence
+	case s.hold != nil:
+		cell.State, cell.Reason = rowFailing, who+s.hold.Sentence
+	case s.fileErr != "":
+		cell.State, cell.Reason = rowFailing, who+s.fileErr
+	case s.inst != nil:
+		st := s.inst.Status()
+		cell.Tools = st.Tools
+		switch st.State {
+		case upstream.StateRunning:
+			cell.State = rowRunning
+		case upstream.StateStarting:
+			cell.State, cell.Reason = rowNotStarted, who+"its first start is under way"
+		case upstream.StateStopped:
+			cell.State, cell.Reason = rowNotStarted, who+st.Cause
+		default:
+			// A server that is down counts as failed, with what took it
+			// down, until it is back.
+			cell.State, cell.Reason = rowFailing, who+st.Cause
+			if !st.NextRestart.IsZero() {
+				cell.NextRestart = st.NextRestart.UTC().Format("2006-01-02T15:04:05Z07:00")
+			}
+		}
+	}
+	return cell
+}
+
+// aggregate folds a node's instances of one server (a shared server has one,
+// a per-role template one per seat) into the node's cell: the first failure
+// explains a failing cell, the first wait a waiting one.
+func aggregate(cells []nodeCell) nodeCell {
+	out := nodeCell{Node: "this node"}
+	var running, failing, waiting int
+	for _, c := range cells {
+		out.Tools = max(out.Tools, c.Tools)
+		switch c.State {
+		case rowRunning:
+			running++
+		case rowFailing:
+			failing++
+			if failing == 1 {
+				out.Reason, out.NextRestart = c.Reason, c.NextRestart
+			}
+		case rowWaiting:
+			waiting++
+		}
+	}
+	switch {
+	case failing > 0 && running > 0:
+		out.State = rowPartly
+	case failing > 0:
+		out.State = rowFailing
+	case waiting > 0:
+		out.State = rowWaiting
+		for _, c := range cells {
+			if c.State == rowWaiting {
+				out.Reason = c.Reason
+				break
+			}
+		}
+	case running == len(cells):
+		out.State = rowRunning
+	default:
+		out.State, out.Reason = cells[0].State, cells[0].Reason
+	}
+	return out
+}
+
+// rollUp reads a row's state from its cells: all running is Running, some
+// failing is Partly failing, all failing is Failing, and a wait shows only
+// where nothing else is wrong. The reason is the first failure's, else the
+// first wait's.
+func rollUp(cells []nodeCell) (string, string) {
+	var running, failing, waiting, reported int
+	reason := ""
+	for _, c := range cells {
+		switch c.State {
+		case rowRunning:
+			running++
+		case rowFailing, rowPartly:
+			failing++
+			if c.State == rowPartly {
+				running++
+			}
+			if reason == "" {
+				reason = c.Node + ": " + c.Reason
+			}
+		case rowWaiting:
+			waiting++
+		}
+		if c.State != rowNotReported {
+			reported++
+		}
+	}
+	switch {
+	case reported == 0:
+		return rowNotReported, ""
+	case failing > 0 && running > 0:
+		return rowPartly, reason
+	case failing > 0:
+		return rowFailing, reason
+	case waiting > 0:
+		for _, c := range cells {
+			if c.State == rowWaiting {
+				return rowWaiting, c.Node + ": " + c.Reason
+			}
+		}
+	case running == reported:
+		return rowRunning, ""
+	}
+	return rowNotStarted, ""
+}

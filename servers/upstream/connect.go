@@ -1,0 +1,231 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// conn is one live connection to the server.
+type conn struct {
+	cancel   context.CancelFunc // ends the connection's own context
+	sess     *mcp.ClientSession
+	child    *child
+	ended    chan struct{}
+	recorded chan struct{}
+	rawAnn   *rawAnnotations
+}
+
+func (i *Instance) closeConn(c *conn) {
+	i.mu.Lock()
+	if i.sess == c.sess {
+		i.sess, i.ended = nil, nil
+	}
+	i.child = c.child
+	i.mu.Unlock()
+	if c.sess != nil {
+		_ = c.sess.Close()
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	if c.child != nil {
+		c.child.stop(i.opts.StopGrace)
+	}
+}
+
+// open starts the server (a stdio child) or dials it (http, sse), makes the
+// handshake and lists its tools.
+func (i *Instance) open(ctx context.Context) (*conn, error) {
+	c, err := i.handshake(ctx)
+	if errors.Is(err, errRespawn) {
+		// The probe was answered on the child's only connection, which a
+		// server then takes as its handshake: start it afresh for the
+		// session.
+		i.closeConn(c)
+		c, err = i.handshake(ctx)
+	}
+	if err != nil {
+		return c, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, i.opts.StartTimeout)
+	defer cancel()
+	var tools []Tool
+	for t, err := range c.sess.Tools(lctx, nil) {
+		if err != nil {
+			return c, fmt.Errorf("listing its tools: %w", err)
+		}
+		tools = append(tools, Tool{Def: t, Annotations: c.raw(t.Name)})
+	}
+	features, err := listFeatures(lctx, c.sess)
+	if err != nil {
+		return c, err
+	}
+	c.ended = make(chan struct{})
+	c.recorded = make(chan struct{})
+	sess, ended := c.sess, c.ended
+	i.wg.Go(func() {
+		_ = sess.Wait()
+		close(ended)
+	})
+
+	i.mu.Lock()
+	changed := !sameTools(i.tools, tools)
+	first := !i.started
+	old := i.tools
+	featuresChanged := first || !sameFeatures(i.features, features)
+	i.sess, i.ended, i.recorded, i.child, i.tools, i.features = c.sess, c.ended, c.recorded, c.child, tools, features
+	i.mu.Unlock()
+	if featuresChanged && i.opts.OnFeatures != nil {
+		i.opts.OnFeatures(features)
+	}
+	if changed || first {
+		if !first {
+			added, removed := diffTools(old, tools)
+			i.log.Info("server_catalogue_changed", "added", added, "removed", removed)
+		}
+		if i.opts.OnTools != nil {
+			i.opts.OnTools(slices.Clone(tools))
+		}
+	}
+	return c, nil
+}
+
+// errRespawn asks open to start a stdio child again after its probe.
+var errRespawn = errors.New("restart the child for a session")
+
+// handshake starts the server (a stdio child) or prepares to dial it,
+// probes it with server/discover the first time, and connects with the
+// revision the probe chose.
+func (i *Instance) handshake(ctx context.Context) (*conn, error) {
+	spec := i.opts.Spec
+	i.mu.Lock()
+	probed, link := i.probed, i.link
+	i.mu.Unlock()
+	raw := newRawAnnotations()
+	raw.notify = i.onNotify
+	c := &conn{rawAnn: raw}
+	var inner mcp.Transport
+	var probe probeResult
+	switch spec.Transport {
+	case TransportHTTP, TransportSSE:
+		base := i.opts.HTTPClient.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc := &http.Client{Transport: headerRT{headers: spec.Headers, base: tapRT{base: base, raw: raw}}, Timeout: i.opts.HTTPClient.Timeout}
+		if spec.Transport == TransportSSE {
+			// The SSE transport predates server/discover; it is always a
+			// session.
+			probe = probeResult{err: "the sse transport has no discover"}
+			inner = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc}
+		} else {
+			if !probed {
+				probe = probeHTTP(ctx, hc, spec.URL, i.client(), i.opts.ProbeTimeout)
+			}
+			inner = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc}
+		}
+	default:
+		ch, err := startChild(spec.Command, spec.Args, ChildEnv(spec, i.opts.Host), i.opts.Dir, func(line string) {
+			i.log.Debug("server_stderr", "line", line)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", spec.Command, err)
+		}
+		c.child = ch
+		i.mu.Lock()
+		i.child = ch
+		i.mu.Unlock()
+		var rest io.Reader = ch.stdout
+		if !probed {
+			probe, rest = probeStdio(ch.stdin, ch.stdout, i.client(), i.opts.ProbeTimeout)
+		}
+		inner = &tapTransport{inner: &mcp.IOTransport{Reader: readCloser{rest, ch.stdout}, Writer: ch.stdin}, raw: raw}
+	}
+	version := link
+	if !probed {
+		version = probe.version()
+		i.log.Info("server_handshake", "discover_answered", probe.answered, "supported_versions", probe.supported,
+			"discover_note", i.scrub(probe.err), "session", version != "")
+		// Remember what the server said, not that it said nothing: a probe
+		// that timed out while a package was still downloading is asked
+		// again on the next start.
+		if probe.answered || strings.HasPrefix(probe.err, "it refused") {
+			i.mu.Lock()
+			i.probed, i.link = true, version
+			i.mu.Unlock()
+		}
+		if c.child != nil && probe.answered && version != "" {
+			return c, errRespawn
+		}
+	}
+
+	// Some transports (legacy SSE) keep the context they were connected
+	// with for the connection's life, so the handshake's bound is a timer
+	// that cancels only a handshake still under way.
+	cctx, ccancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(i.opts.StartTimeout, ccancel)
+	client := mcp.NewClient(i.client(), i.clientOptions())
+	client.AddReceivingMiddleware(i.passElicitation)
+	sess, err := client.Connect(cctx, inner, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if !timer.Stop() && err == nil {
+		err = fmt.Errorf("the handshake did not finish within %s", i.opts.StartTimeout)
+		_ = sess.Close()
+	}
+	if err != nil {
+		ccancel()
+		if c.child != nil {
+			// The pipe's EOF usually arrives a moment before the exit
+			// status: wait briefly so the answer says how it ended.
+			select {
+			case <-c.child.done:
+				return c, fmt.Errorf("its process %s before the handshake finished", c.child.exitDescription())
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+		return c, fmt.Errorf("handshake: %w", err)
+	}
+	c.sess, c.cancel = sess, ccancel
+	return c, nil
+}
+
+func (c *conn) raw(tool string) json.RawMessage {
+	if c.rawAnn == nil {
+		return nil
+	}
+	return c.rawAnn.get(tool)
+}
+
+// headerRT sends the resolved headers on every request to an http server.
+type headerRT struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(h.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range h.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	base := h.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
+// client is how the hub names itself to a server (MCP-3): crewlet, at the
+// version the hub was built as.
+func (i *Instance) client() *mcp.Implementation {
+	return &mcp.Implementation{Name: "crewlet", Version: i.opts.Version}
+}
