@@ -283,8 +283,8 @@ func TestStandaloneTrackerAsSeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.IsError || !strings.Contains(resultText(got), "My first item") || !strings.Contains(resultText(got), `"created_by":"admin"`) {
-		t.Fatalf("get_work_item through a plain client: %s", resultText(got))
+	if got.IsError || !strings.Contains(hubtest.Text(got), "My first item") || !strings.Contains(hubtest.Text(got), `"created_by":"admin"`) {
+		t.Fatalf("get_work_item through a plain client: %s", hubtest.Text(got))
 	}
 }
 
@@ -304,12 +304,12 @@ func TestFencedTextSurvivesTheSanitiserRoundTrip(t *testing.T) {
 	read := func() (fromText, fromStructured string) {
 		res := callTool(t, cs, "get_work_item", map[string]any{"key": key})
 		if res.IsError {
-			t.Fatalf("get_work_item: %s", resultText(res))
+			t.Fatalf("get_work_item: %s", hubtest.Text(res))
 		}
 		var text struct {
 			Item struct{ Description string } `json:"item"`
 		}
-		if err := json.Unmarshal([]byte(resultText(res)), &text); err != nil {
+		if err := json.Unmarshal([]byte(hubtest.Text(res)), &text); err != nil {
 			t.Fatalf("the text content is not the answer's JSON: %v", err)
 		}
 		b, _ := json.Marshal(res.StructuredContent)
@@ -328,7 +328,7 @@ func TestFencedTextSurvivesTheSanitiserRoundTrip(t *testing.T) {
 	}
 	for i, back := range []string{fromText, fromStructured} {
 		if res := callTool(t, cs, "update_work_item", map[string]any{"key": key, "description": back}); res.IsError {
-			t.Fatalf("write-back %d: %s", i, resultText(res))
+			t.Fatalf("write-back %d: %s", i, hubtest.Text(res))
 		}
 		again, _ := read()
 		if n := strings.Count(again, "<<<untrusted id="); n != 1 {
@@ -344,7 +344,7 @@ func TestFencedTextSurvivesTheSanitiserRoundTrip(t *testing.T) {
 func mustJSONField(t testing.TB, res *mcp.CallToolResult, field string) string {
 	t.Helper()
 	if res.IsError {
-		t.Fatalf("refused: %s", resultText(res))
+		t.Fatalf("refused: %s", hubtest.Text(res))
 	}
 	var m map[string]any
 	b, _ := json.Marshal(res.StructuredContent)

@@ -11,8 +11,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
+
+	"github.com/crewlet/hub/servers/serverstest"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -77,15 +78,7 @@ func Dial(t testing.TB, endpoint, token, version string, opts *mcp.ClientOptions
 }
 
 // Text joins a result's text contents, as a model reading it would.
-func Text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+var Text = serverstest.Text
 
 // Upstream serves a go-sdk MCP server with the given tools over streamable
 // HTTP on a loopback port, as a third-party server the hub dials. Each tool
