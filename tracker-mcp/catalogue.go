@@ -126,6 +126,9 @@ var keyWordRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 // checkCatalogue refuses a catalogue a board cannot run on.
 func checkCatalogue(c catalogue) error {
+	if len(c.Statuses) > maxStatuses || len(c.Priorities) > maxPriorities {
+		return authority.Refuse(authority.Invalid, "the catalogue has %d statuses and %d priorities; at most %d and %d.", len(c.Statuses), len(c.Priorities), maxStatuses, maxPriorities)
+	}
 	seen := map[string]bool{}
 	cats := map[string]bool{}
 	for _, st := range c.Statuses {
@@ -134,6 +137,9 @@ func checkCatalogue(c catalogue) error {
 		}
 		if st.Key == openFilter {
 			return authority.Refuse(authority.Invalid, "statuses holds key %q, which list_work_items reserves for every live item; name the status otherwise (todo, new, ...).", st.Key)
+		}
+		if err := checkSize("the name of status "+st.Key, st.Name, maxStatusName); err != nil {
+			return err
 		}
 		if seen[st.Key] {
 			return authority.Refuse(authority.Invalid, "statuses names %q twice.", st.Key)

@@ -58,6 +58,9 @@ func (s *srv) commentOnWorkItem(ctx context.Context, c authority.Caller, in comm
 		if len(in.Decision) > 0 && in.Ask == "" {
 			return servers.Intent{}, authority.Refuse(authority.Invalid, "decision needs ask: the options belong to a question put to somebody.")
 		}
+		if err := checkOptions(in.Decision); err != nil {
+			return servers.Intent{}, err
+		}
 		if in.Ask != "" {
 			h, err := s.seatArg("ask", in.Ask)
 			if err != nil {
@@ -71,6 +74,9 @@ func (s *srv) commentOnWorkItem(ctx context.Context, c authority.Caller, in comm
 		}
 		if it == nil {
 			return servers.Intent{}, authority.Refuse(authority.NotFound, "No work item has the key %s.", in.Key)
+		}
+		if err := pl.check(it); err != nil {
+			return servers.Intent{}, err
 		}
 		pl.Key = it.Key
 		return servers.Intent{Kind: kindComment, Payload: pl, What: "the comment on " + it.Key}, nil
@@ -86,6 +92,15 @@ func (s *srv) commentOnWorkItem(ctx context.Context, c authority.Caller, in comm
 		}
 	}
 	return out, nil
+}
+
+// check refuses a comment on it past the board's bounds; the tool and the
+// projector both ask it.
+func (pl commentPayload) check(it *item) error {
+	if err := checkSize("body", pl.Body, maxComment); err != nil {
+		return err
+	}
+	return checkRoom(it, len(pl.Body), 0)
 }
 
 func applyComment(a *applier) (any, error) {
@@ -111,6 +126,9 @@ func applyComment(a *applier) (any, error) {
 		if found {
 			return itemResult{Key: old.Key, ID: old.ID, Version: old.Version, CommentID: prior, AlreadyPosted: true}, nil
 		}
+	}
+	if err := pl.check(old); err != nil {
+		return nil, err
 	}
 	it := clone(old)
 	id := len(it.Thread) + 1

@@ -48,8 +48,8 @@ const filePageBytes = 64 << 10
 func cleanPath(p string) (string, error) {
 	p = strings.TrimSpace(p)
 	c := path.Clean("/" + p)[1:]
-	if p == "" || c == "" || c != strings.TrimPrefix(p, "/") || strings.ContainsAny(c, "\x00\\") || len(c) > 512 {
-		return "", authority.Refuse(authority.Invalid, "path %q is not a file path: use slash-separated names like specs/api.md, with no .. and at most 512 bytes.", p)
+	if p == "" || c == "" || c != strings.TrimPrefix(p, "/") || strings.ContainsAny(c, "\x00\\\t\r\n") || len(c) > 512 {
+		return "", authority.Refuse(authority.Invalid, "path %q is not a file path: use slash-separated names like specs/api.md, on one line, with no .. and at most 512 bytes.", p)
 	}
 	return c, nil
 }
@@ -174,6 +174,16 @@ func (s *srv) readProjectFile(ctx context.Context, c authority.Caller, in readFi
 	if err != nil {
 		return readFileOut{}, err
 	}
+	if !in.Base64 && in.Offset < len(content) && !utf8.RuneStart(content[in.Offset]) {
+		// A page read as text starts on a whole character; next_offset
+		// always does.
+		start := in.Offset
+		for start > 0 && !utf8.RuneStart(content[start]) {
+			start--
+		}
+		return readFileOut{}, authority.Refuse(authority.Invalid, "offset %d falls inside a character; read from %d (next_offset always lands on a whole character).", in.Offset, start).
+			WithData("offset", start)
+	}
 	out := readFileOut{Path: f.Path, Type: f.Type, Size: f.Size, Version: f.Version, Offset: in.Offset}
 	end := min(len(content), in.Offset+filePageBytes)
 	if in.Base64 {
@@ -263,6 +273,9 @@ func fileContent(in writeFileIn) (content []byte, typ string, err error) {
 	}
 	if typ == "" {
 		typ = "text/markdown"
+	}
+	if err := checkSize("type", typ, maxFileType); err != nil {
+		return nil, "", err
 	}
 	if len(content) > MaxFileBytes {
 		return nil, "", authority.Refuse(authority.Invalid, "content is %d bytes; a file written in one call is at most %d.", len(content), MaxFileBytes)

@@ -128,11 +128,14 @@ func (s *srv) createWorkItem(ctx context.Context, c authority.Caller, in createI
 // decideCreate checks a create against the board as r shows it and builds
 // its payload, all but the key.
 func (s *srv) decideCreate(r pebble.Reader, c authority.Caller, in createIn) (createPayload, error) {
-	if strings.TrimSpace(in.Title) == "" {
-		return createPayload{}, authority.Refuse(authority.Invalid, "title is empty; say in one line what the work is.")
-	}
 	if len(in.Decision) > 0 && in.Ask == "" {
 		return createPayload{}, authority.Refuse(authority.Invalid, "decision needs ask: the options belong to a question.")
+	}
+	if err := checkSize("ask", in.Ask, maxComment); err != nil {
+		return createPayload{}, err
+	}
+	if err := checkOptions(in.Decision); err != nil {
+		return createPayload{}, err
 	}
 	decl, p, err := s.resolveProject(r, c, in.Project)
 	if err != nil {
@@ -144,6 +147,9 @@ func (s *srv) decideCreate(r pebble.Reader, c authority.Caller, in createIn) (cr
 	}
 	pl := createPayload{Project: decl, Title: in.Title, Description: servers.Unfence(in.Description),
 		Status: in.Status, Priority: in.Priority, Labels: dedupe(in.Labels)}
+	if err := pl.check(); err != nil {
+		return createPayload{}, err
+	}
 	if pl.Status == "" {
 		pl.Status = cat.firstOpen()
 	} else if err := cat.checkStatus(pl.Status); err != nil {
@@ -187,6 +193,18 @@ func (s *srv) decideCreate(r pebble.Reader, c authority.Caller, in createIn) (cr
 	return pl, nil
 }
 
+// check refuses a create whose text is past the board's bounds; the tool
+// and the projector both ask it.
+func (pl createPayload) check() error {
+	if err := checkTitle(pl.Title); err != nil {
+		return err
+	}
+	if err := checkSize("description", pl.Description, maxDescription); err != nil {
+		return err
+	}
+	return checkItemLabels(pl.Labels)
+}
+
 // proposeKey mints the key a create asks for. The repeat of an operation
 // proposes what its first attempt did, so the key an unknown answer named is
 // the one the repeat files under.
@@ -209,6 +227,9 @@ func (s *srv) proposeKey(id state.OpID, proj string, next int) string {
 func applyCreate(a *applier) (any, error) {
 	var pl createPayload
 	if err := a.payload(&pl); err != nil {
+		return nil, err
+	}
+	if err := pl.check(); err != nil {
 		return nil, err
 	}
 	p, err := a.ensureProject(pl.Project)
@@ -259,6 +280,7 @@ func applyCreate(a *applier) (any, error) {
 		Triage: pl.Triage, Priority: pl.Priority, Labels: pl.Labels, Parent: pl.Parent,
 		Question: pl.Question, Version: 1, CreatedBy: a.by, CreatedAt: a.at(), UpdatedAt: a.at(),
 	}
+	it.TitledBy = []servers.Author{a.by}
 	if pl.Description != "" {
 		it.DescribedBy = []servers.Author{a.by}
 	}
@@ -305,30 +327,33 @@ type askOut struct {
 }
 
 type itemOut struct {
-	Key           string       `json:"key"`
-	ID            string       `json:"id"`
-	Project       string       `json:"project"`
-	Title         string       `json:"title"`
-	Description   string       `json:"description,omitempty"`
-	Status        string       `json:"status"`
-	Assignee      string       `json:"assignee,omitempty"`
-	Triage        bool         `json:"triage,omitempty"`
-	Priority      string       `json:"priority,omitempty"`
-	Labels        []string     `json:"labels,omitempty"`
-	Parent        string       `json:"parent,omitempty"`
-	Subtasks      []string     `json:"subtasks,omitempty"`
-	Links         []link       `json:"links,omitempty"`
-	Checklist     []checkItem  `json:"checklist,omitempty"`
-	Question      *askOut      `json:"question,omitempty"`
-	Thread        []commentOut `json:"thread,omitempty"`
-	History       []historyRow `json:"history,omitempty"`
-	Reassignments int          `json:"reassignments"`
-	OldKeys       []string     `json:"old_keys,omitempty"`
-	MergedInto    string       `json:"merged_into,omitempty"`
-	Version       int          `json:"version"`
-	CreatedBy     string       `json:"created_by"`
-	CreatedAt     time.Time    `json:"created_at"`
-	UpdatedAt     time.Time    `json:"updated_at"`
+	Key         string       `json:"key"`
+	ID          string       `json:"id"`
+	Project     string       `json:"project"`
+	Title       string       `json:"title"`
+	Description string       `json:"description,omitempty"`
+	Status      string       `json:"status"`
+	Assignee    string       `json:"assignee,omitempty"`
+	Triage      bool         `json:"triage,omitempty"`
+	Priority    string       `json:"priority,omitempty"`
+	Labels      []string     `json:"labels,omitempty"`
+	Parent      string       `json:"parent,omitempty"`
+	Subtasks    []string     `json:"subtasks,omitempty"`
+	Links       []link       `json:"links,omitempty"`
+	Checklist   []checkItem  `json:"checklist,omitempty"`
+	Question    *askOut      `json:"question,omitempty"`
+	Thread      []commentOut `json:"thread,omitempty"`
+	History     []historyRow `json:"history,omitempty"`
+	// HistoryOmitted counts the older history rows left out: the newest
+	// historyShown are answered.
+	HistoryOmitted int       `json:"history_omitted,omitempty"`
+	Reassignments  int       `json:"reassignments"`
+	OldKeys        []string  `json:"old_keys,omitempty"`
+	MergedInto     string    `json:"merged_into,omitempty"`
+	Version        int       `json:"version"`
+	CreatedBy      string    `json:"created_by"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 type getOut struct {
@@ -358,10 +383,19 @@ func (s *srv) getWorkItem(_ context.Context, _ authority.Caller, in getIn) (getO
 			return err
 		}
 		e := envelope()
-		o := itemOut{Key: it.Key, ID: it.ID, Project: it.Project, Title: it.Title,
+		titledBy := it.TitledBy
+		if len(titledBy) == 0 {
+			titledBy = []servers.Author{it.CreatedBy}
+		}
+		history, omitted := it.History, 0
+		if len(history) > historyShown {
+			omitted = len(history) - historyShown
+			history = history[omitted:]
+		}
+		o := itemOut{Key: it.Key, ID: it.ID, Project: it.Project, Title: e.Fence(it.Title, titledBy),
 			Description: e.Fence(it.Description, it.DescribedBy), Status: it.Status, Assignee: it.Assignee,
 			Triage: it.Triage, Priority: it.Priority, Labels: it.Labels, Parent: it.Parent, Subtasks: kids,
-			Links: it.Links, Checklist: it.Checklist, Question: fenceAsk(e, it.Question, it.CreatedBy), History: it.History,
+			Links: it.Links, Checklist: it.Checklist, Question: fenceAsk(e, it.Question, it.CreatedBy), History: history, HistoryOmitted: omitted,
 			Reassignments: it.Reassignments, OldKeys: it.OldKeys, MergedInto: it.MergedInto, Version: it.Version,
 			CreatedBy: it.CreatedBy.Seat, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
 		for _, c := range it.Thread {

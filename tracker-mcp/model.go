@@ -76,6 +76,7 @@ type item struct {
 	Project       string           `json:"project"`
 	Number        int              `json:"number"`
 	Title         string           `json:"title"`
+	TitledBy      []servers.Author `json:"titled_by,omitempty"`
 	Description   string           `json:"description,omitempty"`
 	DescribedBy   []servers.Author `json:"described_by,omitempty"`
 	Status        string           `json:"status"`

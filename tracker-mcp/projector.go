@@ -215,6 +215,7 @@ func clone(it *item) *item {
 	c.Thread = slices.Clone(it.Thread)
 	c.History = slices.Clone(it.History)
 	c.DescribedBy = slices.Clone(it.DescribedBy)
+	c.TitledBy = slices.Clone(it.TitledBy)
 	c.OldKeys = slices.Clone(it.OldKeys)
 	return &c
 }

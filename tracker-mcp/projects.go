@@ -187,6 +187,11 @@ func (s *srv) decideProject(r pebble.Reader, c authority.Caller, in writeProject
 		return projectPayload{}, err
 	}
 	pl := projectPayload{Project: d, Name: in.Name, DefaultAssignee: in.DefaultAssignee}
+	if in.Name != nil {
+		if err := checkSize("name", *in.Name, maxProjectName); err != nil {
+			return projectPayload{}, err
+		}
+	}
 	lead := s.mayLead(c, d)
 	if (in.Name != nil || in.DefaultAssignee != nil) && !lead {
 		return projectPayload{}, authority.Refuse(authority.Forbidden, "Only %s's lead (%s) may rename it or set its default assignee; ask them.", d.Key, orNone(s.lead(d)))
@@ -202,6 +207,9 @@ func (s *srv) decideProject(r pebble.Reader, c authority.Caller, in writeProject
 		labels := dedupe(*in.Labels)
 		if err := checkLabelNames(labels); err != nil {
 			return projectPayload{}, err
+		}
+		if len(labels) > maxProjectLabels {
+			return projectPayload{}, authority.Refuse(authority.Invalid, "labels lists %d labels; a project declares at most %d.", len(labels), maxProjectLabels)
 		}
 		if p != nil && !lead {
 			for _, l := range p.Labels {

@@ -20,7 +20,100 @@ import (
 // somebody else's.
 const ReassignmentBudget = 5
 
+// Bounds on what one item and one call hold (OUT-2). Each keeps every
+// answer that carries an item well inside the hub's message frames (an
+// item is answered whole by get_work_item, escaped and twice over: as text
+// and as structured content), and a write past one is refused naming the
+// field and the limit — never cut, never left to fail later as
+// unavailable.
+const (
+	maxTitle       = 512
+	maxDescription = 64 << 10
+	maxComment     = 16 << 10
+	maxShortText   = 4 << 10 // a reason, a checklist entry, a decision option
+	maxOptions     = 20
+	maxLabels      = 20
+	maxChecklist   = 100
+	// maxItemText bounds everything people wrote on one item together:
+	// description, thread and checklist.
+	maxItemText = 512 << 10
+
+	maxProjectName   = 200
+	maxProjectLabels = 200
+	maxFileType      = 255
+	maxStatuses      = 50
+	maxPriorities    = 20
+	maxStatusName    = 64
+	// historyShown is how many of an item's newest history rows
+	// get_work_item answers; it says how many older ones it left out.
+	historyShown = 100
+)
+
+// checkSize refuses text longer than limit bytes.
+func checkSize(field, s string, limit int) error {
+	if len(s) > limit {
+		return authority.Refuse(authority.Invalid, "%s is %d bytes; it may be at most %d. Say it shorter, or put the long form in a project file and point to it.", field, len(s), limit).
+			WithData("argument", field).WithData("limit", limit)
+	}
+	return nil
+}
+
+// checkTitle refuses a title that is not one line of at most maxTitle
+// bytes.
+func checkTitle(title string) error {
+	if strings.TrimSpace(title) == "" {
+		return authority.Refuse(authority.Invalid, "title is empty; say in one line what the work is.")
+	}
+	if strings.ContainsAny(title, "\r\n") {
+		return authority.Refuse(authority.Invalid, "title holds a line break; a title is one line (put the rest in the description).")
+	}
+	return checkSize("title", title, maxTitle)
+}
+
+// checkOptions refuses too many decision options, or one too long.
+func checkOptions(options []string) error {
+	if len(options) > maxOptions {
+		return authority.Refuse(authority.Invalid, "decision lists %d options; at most %d.", len(options), maxOptions)
+	}
+	for _, o := range options {
+		if err := checkSize("a decision option", o, maxShortText); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// itemText is how many bytes of people's writing an item holds.
+func itemText(it *item) int {
+	n := len(it.Description)
+	for _, c := range it.Thread {
+		n += len(c.Body)
+	}
+	for _, c := range it.Checklist {
+		n += len(c.Text)
+	}
+	return n
+}
+
+// checkRoom refuses a write that would put an item's writing past
+// maxItemText: adding bytes more, in place of dropping bytes.
+func checkRoom(it *item, adding, dropping int) error {
+	if total := itemText(it) - dropping + adding; adding > dropping && total > maxItemText {
+		return authority.Refuse(authority.Invalid, "%s already holds %d bytes of writing and this would make %d; an item holds at most %d. File a follow-up item and link it (relates_to) instead.", it.Key, itemText(it), total, maxItemText).
+			WithData("limit", maxItemText)
+	}
+	return nil
+}
+
 var labelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.:-]{0,47}$`)
+
+// checkItemLabels refuses more labels than an item carries.
+func checkItemLabels(labels []string) error {
+	if len(labels) > maxLabels {
+		return authority.Refuse(authority.Invalid, "labels lists %d labels; an item carries at most %d.", len(labels), maxLabels)
+	}
+	return nil
+}
 
 // checkLabelNames refuses a label that is not a label's shape.
 func checkLabelNames(labels []string) error {

@@ -232,6 +232,9 @@ func (s *srv) decideUpdate(r pebble.Reader, c authority.Caller, in updateIn, pl 
 	if err := checkOpen(it); err != nil {
 		return err
 	}
+	if err := pl.check(it); err != nil {
+		return err
+	}
 	cat, err := readCatalogue(r)
 	if err != nil {
 		return err
@@ -276,6 +279,41 @@ func (s *srv) decideUpdate(r pebble.Reader, c authority.Caller, in updateIn, pl 
 	return nil
 }
 
+// check refuses an update of it past the board's bounds; the tool and the
+// projector both ask it.
+func (pl updatePayload) check(it *item) error {
+	if pl.Title != nil {
+		if err := checkTitle(*pl.Title); err != nil {
+			return err
+		}
+	}
+	adding, dropping := len(pl.Reason), 0
+	if pl.Description != nil {
+		if err := checkSize("description", *pl.Description, maxDescription); err != nil {
+			return err
+		}
+		adding, dropping = adding+len(*pl.Description), len(it.Description)
+	}
+	if err := checkSize("reason", pl.Reason, maxShortText); err != nil {
+		return err
+	}
+	if pl.Labels != nil {
+		if err := checkItemLabels(*pl.Labels); err != nil {
+			return err
+		}
+	}
+	if c := pl.Checklist; c != nil && c.Add != "" {
+		if err := checkSize("checklist.add", c.Add, maxShortText); err != nil {
+			return err
+		}
+		if len(it.Checklist) >= maxChecklist {
+			return authority.Refuse(authority.Invalid, "%s's checklist already has %d entries, its most; remove some or split the work.", it.Key, len(it.Checklist))
+		}
+		adding += len(c.Add)
+	}
+	return checkRoom(it, adding, dropping)
+}
+
 // checkOneChecklistChange refuses a checklist argument that asks for none
 // or several changes.
 func checkOneChecklistChange(c *checkChange) error {
@@ -309,6 +347,9 @@ func applyUpdate(a *applier) (any, error) {
 	if err := checkOpen(old); err != nil {
 		return nil, err
 	}
+	if err := pl.check(old); err != nil {
+		return nil, err
+	}
 	it := clone(old)
 	var changed []string
 	mark := func(field, change string) {
@@ -318,6 +359,9 @@ func applyUpdate(a *applier) (any, error) {
 	if pl.Title != nil && *pl.Title != it.Title {
 		mark("title", describeText(it.Title, *pl.Title))
 		it.Title = *pl.Title
+		if !slices.Contains(it.TitledBy, a.by) {
+			it.TitledBy = append(it.TitledBy, a.by)
+		}
 	}
 	if pl.Description != nil && *pl.Description != it.Description {
 		mark("description", describeText(it.Description, *pl.Description))
