@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
@@ -10,8 +11,9 @@ import (
 
 type echoIn struct {
 	Text string `json:"text"`
-	// Emit lets a test make the tool answer a given text verbatim, to drive
-	// the sanitiser from a real tool.
+	// Emit lets a test make the tool answer a given text, to drive the
+	// sanitiser from a real tool. It is written with Go escapes (\x1b),
+	// because the kit refuses control characters in arguments.
 	Emit string `json:"emit,omitempty"`
 	Fail string `json:"fail,omitempty"`
 }
@@ -37,7 +39,10 @@ func echoTool() servers.Tool {
 			}
 			text := in.Text
 			if in.Emit != "" {
-				text = in.Emit
+				var err error
+				if text, err = strconv.Unquote(`"` + in.Emit + `"`); err != nil {
+					return echoOut{}, err
+				}
 			}
 			return echoOut{Text: text, Seat: c.Seat, Kind: string(c.Kind), Op: c.OperatorID, Admin: c.Admin}, nil
 		})

@@ -156,14 +156,14 @@ func TestOperatorRefusals(t *testing.T) {
 func TestOperatorSanitisesResults(t *testing.T) {
 	th := newTestHub(t)
 	cs := hubtest.Connect(t, th.url+"/operator/mcp", "ada-token-123456", "2026-07-28")
-	res, out := callEcho(t, cs, map[string]any{"text": "x", "emit": "a\x1b[31mred\x1b[0m\x07 key ci-token-123456 end"})
+	res, out := callEcho(t, cs, map[string]any{"text": "x", "emit": `a\x1b[31mred\x1b[0m\x07 key ci-token-123456 end`})
 	if res.IsError || out.Text != "ared key [REDACTED] end" {
 		t.Fatalf("sanitised to %q (%v)", out.Text, res.IsError)
 	}
 	if text := res.Content[0].(*mcp.TextContent).Text; strings.Contains(text, "ci-token") || strings.Contains(text, "\x1b") {
 		t.Fatalf("text content leaks: %q", text)
 	}
-	res, _ = callEcho(t, cs, map[string]any{"text": "x", "emit": "bin\x00ary"})
+	res, _ = callEcho(t, cs, map[string]any{"text": "x", "emit": `bin\x00ary`})
 	if c, _ := servers.ClassOf(res); !res.IsError || c != authority.InternalError {
 		t.Fatalf("binary result: error %v class %q", res.IsError, c)
 	}
