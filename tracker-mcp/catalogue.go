@@ -228,16 +228,16 @@ func (s *srv) writeWorkCatalogue(ctx context.Context, c authority.Caller, in wri
 
 func applyCatalogue(a *applier) (any, error) {
 	var pl cataloguePayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
-	cur, err := readCatalogue(a.r)
+	cur, err := readCatalogue(a.R)
 	if err != nil {
 		return nil, err
 	}
 	// A status still carried by items cannot leave the catalogue: those
 	// items would hold a status nothing defines.
-	it, err := a.r.NewIter(&pebble.IterOptions{LowerBound: []byte(kProject), UpperBound: upper(kProject)})
+	it, err := a.R.NewIter(&pebble.IterOptions{LowerBound: []byte(kProject), UpperBound: upper(kProject)})
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +263,7 @@ func applyCatalogue(a *applier) (any, error) {
 		}
 	}
 	pl.Catalogue.Version = cur.Version + 1
-	if err := setJSON(a.b, kCatalogue, pl.Catalogue); err != nil {
+	if err := setJSON(a.B, kCatalogue, pl.Catalogue); err != nil {
 		return nil, err
 	}
 	if err := a.activity("catalogue_written", "", "", fmt.Sprintf("wrote the work catalogue (%d statuses, %d priorities)", len(pl.Catalogue.Statuses), len(pl.Catalogue.Priorities)), nil); err != nil {

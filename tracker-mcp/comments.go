@@ -105,7 +105,7 @@ func (pl commentPayload) check(it *item) error {
 
 func applyComment(a *applier) (any, error) {
 	var pl commentPayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
 	old, err := a.mustItem(pl.Key)
@@ -116,10 +116,10 @@ func applyComment(a *applier) (any, error) {
 	// remark differently still posts it once (TRK-4).
 	// An answer is exempt: answering twice is refused already_answered, so a
 	// re-run cannot double it, and a turn may both remark and answer.
-	turn := a.op.Caller.TurnKey
+	turn := a.Op.Caller.TurnKey
 	if turn != "" && pl.Choice == "" {
 		var prior int
-		found, err := getJSON(a.r, kTurnNote+old.ID+"/"+turn, &prior)
+		found, err := getJSON(a.R, kTurnNote+old.ID+"/"+turn, &prior)
 		if err != nil {
 			return nil, err
 		}
@@ -132,22 +132,22 @@ func applyComment(a *applier) (any, error) {
 	}
 	it := clone(old)
 	id := len(it.Thread) + 1
-	c := comment{ID: id, By: a.by, At: a.at(), Body: pl.Body, Mentions: pl.Mentions, Ask: pl.Ask}
+	c := comment{ID: id, By: a.By, At: a.At(), Body: pl.Body, Mentions: pl.Mentions, Ask: pl.Ask}
 	if pl.Choice != "" {
-		if err := answer(it, pl.Answers, pl.Choice, a.by.Seat); err != nil {
+		if err := answer(it, pl.Answers, pl.Choice, a.By.Seat); err != nil {
 			return nil, err
 		}
 		c.Answers, c.Choice = pl.Answers, pl.Choice
 	}
 	it.Thread = append(it.Thread, c)
 	it.Version++
-	it.UpdatedAt = a.at()
+	it.UpdatedAt = a.At()
 	a.history(it, "thread", fmt.Sprintf("comment %d posted (%d bytes)", id, len(pl.Body)))
 	if err := a.putItem(old, it); err != nil {
 		return nil, err
 	}
 	if turn != "" && pl.Choice == "" {
-		if err := setJSON(a.b, kTurnNote+it.ID+"/"+turn, id); err != nil {
+		if err := setJSON(a.B, kTurnNote+it.ID+"/"+turn, id); err != nil {
 			return nil, err
 		}
 	}

@@ -342,7 +342,7 @@ func (s *srv) writeProjectFile(ctx context.Context, c authority.Caller, in write
 
 func applyFileWrite(a *applier) (any, error) {
 	var pl fileWritePayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
 	p, err := a.ensureProject(pl.Project)
@@ -350,7 +350,7 @@ func applyFileWrite(a *applier) (any, error) {
 		return nil, err
 	}
 	var f file
-	found, err := getJSON(a.r, fileKey(p.Key, pl.Path), &f)
+	found, err := getJSON(a.R, fileKey(p.Key, pl.Path), &f)
 	if err != nil {
 		return nil, err
 	}
@@ -359,20 +359,20 @@ func applyFileWrite(a *applier) (any, error) {
 	}
 	if found {
 		// The version it replaces keeps no bytes anywhere.
-		if err := state.FreeBlob(a.b, f.Blob); err != nil {
+		if err := state.FreeBlob(a.B, f.Blob); err != nil {
 			return nil, err
 		}
 	}
-	if err := state.HoldBlob(a.b, pl.Blob); err != nil {
+	if err := state.HoldBlob(a.B, pl.Blob); err != nil {
 		return nil, err
 	}
 	f.Project, f.Path, f.Type, f.Blob, f.Digest, f.Size = p.Key, pl.Path, pl.Type, pl.Blob, pl.Digest, pl.Size
 	f.Version++
-	f.Updated = a.at()
-	if !slices.Contains(f.Writers, a.by) {
-		f.Writers = append(f.Writers, a.by)
+	f.Updated = a.At()
+	if !slices.Contains(f.Writers, a.By) {
+		f.Writers = append(f.Writers, a.By)
 	}
-	if err := setJSON(a.b, fileKey(p.Key, pl.Path), f); err != nil {
+	if err := setJSON(a.B, fileKey(p.Key, pl.Path), f); err != nil {
 		return nil, err
 	}
 	if err := a.activity("file_written", p.Key, "", fmt.Sprintf("wrote %s (%d bytes)", pl.Path, pl.Size), nil); err != nil {
@@ -450,11 +450,11 @@ func checkFileExists(r pebble.Reader, project, p string) error {
 
 func applyFileRemove(a *applier) (any, error) {
 	var pl fileRemovePayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
 	var f file
-	found, err := getJSON(a.r, fileKey(pl.Project, pl.Path), &f)
+	found, err := getJSON(a.R, fileKey(pl.Project, pl.Path), &f)
 	if err != nil {
 		return nil, err
 	}
@@ -462,10 +462,10 @@ func applyFileRemove(a *applier) (any, error) {
 		return nil, authority.Refuse(authority.NotFound, "Project %s has no file at %s.", pl.Project, pl.Path)
 	}
 	// The content goes with the row: its blob is freed, and erased.
-	if err := state.FreeBlob(a.b, f.Blob); err != nil {
+	if err := state.FreeBlob(a.B, f.Blob); err != nil {
 		return nil, err
 	}
-	if err := a.b.Delete([]byte(fileKey(pl.Project, pl.Path)), nil); err != nil {
+	if err := a.B.Delete([]byte(fileKey(pl.Project, pl.Path)), nil); err != nil {
 		return nil, err
 	}
 	if err := a.activity("file_removed", pl.Project, "", "removed "+pl.Path, nil); err != nil {

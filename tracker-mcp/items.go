@@ -226,7 +226,7 @@ func (s *srv) proposeKey(id state.OpID, proj string, next int) string {
 
 func applyCreate(a *applier) (any, error) {
 	var pl createPayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
 	if err := pl.check(); err != nil {
@@ -236,7 +236,7 @@ func applyCreate(a *applier) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := readCatalogue(a.r)
+	cat, err := readCatalogue(a.R)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func applyCreate(a *applier) (any, error) {
 		return nil, err
 	}
 	if pl.Parent != "" {
-		if pl.Parent, err = checkParent(a.r, nil, pl.Parent); err != nil {
+		if pl.Parent, err = checkParent(a.R, nil, pl.Parent); err != nil {
 			return nil, err
 		}
 	}
@@ -258,11 +258,11 @@ func applyCreate(a *applier) (any, error) {
 	// it is used unless another write took that number first.
 	number := p.Next + 1
 	if proj, n, ok := parseKey(pl.Key); ok && proj == p.Key && n > 0 {
-		taken, err := exists(a.r, kItem+pl.Key)
+		taken, err := exists(a.R, kItem+pl.Key)
 		if err != nil {
 			return nil, err
 		}
-		aliased, err := exists(a.r, kAlias+pl.Key)
+		aliased, err := exists(a.R, kAlias+pl.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -275,14 +275,14 @@ func applyCreate(a *applier) (any, error) {
 		return nil, err
 	}
 	it := &item{
-		ID: fmt.Sprintf("wi_%x", a.pos), Key: itemKey(p.Key, number), Project: p.Key, Number: number,
+		ID: fmt.Sprintf("wi_%x", a.Pos), Key: itemKey(p.Key, number), Project: p.Key, Number: number,
 		Title: pl.Title, Description: pl.Description, Status: pl.Status, Assignee: pl.Assignee,
 		Triage: pl.Triage, Priority: pl.Priority, Labels: pl.Labels, Parent: pl.Parent,
-		Question: pl.Question, Version: 1, CreatedBy: a.by, CreatedAt: a.at(), UpdatedAt: a.at(),
+		Question: pl.Question, Version: 1, CreatedBy: a.By, CreatedAt: a.At(), UpdatedAt: a.At(),
 	}
-	it.TitledBy = []servers.Author{a.by}
+	it.TitledBy = []servers.Author{a.By}
 	if pl.Description != "" {
-		it.DescribedBy = []servers.Author{a.by}
+		it.DescribedBy = []servers.Author{a.By}
 	}
 	a.history(it, "created", fmt.Sprintf("filed in %s as %s, assigned to %s", p.Key, it.Status, orNone(it.Assignee)))
 	if err := a.putItem(nil, it); err != nil {

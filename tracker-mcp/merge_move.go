@@ -80,18 +80,18 @@ func checkMerge(r pebble.Reader, key, into string) (dup, surv *item, err error) 
 
 func applyMerge(a *applier) (any, error) {
 	var pl mergePayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
-	dupOld, surv, err := checkMerge(a.r, pl.Key, pl.Into)
+	dupOld, surv, err := checkMerge(a.R, pl.Key, pl.Into)
 	if err != nil {
 		return nil, err
 	}
-	cat, err := readCatalogue(a.r)
+	cat, err := readCatalogue(a.R)
 	if err != nil {
 		return nil, err
 	}
-	kids, err := children(a.r, dupOld.Key)
+	kids, err := children(a.R, dupOld.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func applyMerge(a *applier) (any, error) {
 		kNew := clone(kOld)
 		kNew.Parent = surv.Key
 		kNew.Version++
-		kNew.UpdatedAt = a.at()
+		kNew.UpdatedAt = a.At()
 		a.history(kNew, "parent", dupOld.Key+" -> "+surv.Key+" (merge)")
 		if err := a.putItem(kOld, kNew); err != nil {
 			return nil, err
@@ -123,7 +123,7 @@ func applyMerge(a *applier) (any, error) {
 	}
 	a.history(dup, "merged", "into "+surv.Key)
 	dup.Version++
-	dup.UpdatedAt = a.at()
+	dup.UpdatedAt = a.At()
 	if err := a.putItem(dupOld, dup); err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func applyMerge(a *applier) (any, error) {
 	sv.Links = append(sv.Links, link{Kind: "duplicated_by", Key: dup.Key})
 	a.history(sv, "merged", fmt.Sprintf("absorbed %s (%d subtasks re-parented)", dup.Key, len(moved)))
 	sv.Version++
-	sv.UpdatedAt = a.at()
+	sv.UpdatedAt = a.At()
 	if err := a.putItem(survOld, sv); err != nil {
 		return nil, err
 	}
@@ -226,7 +226,7 @@ func checkMove(it *item, to string) error {
 
 func applyMove(a *applier) (any, error) {
 	var pl movePayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
 	top, err := a.mustItem(pl.Key)
@@ -244,7 +244,7 @@ func applyMove(a *applier) (any, error) {
 	// re-keyed before the children that point at them.
 	order := []*item{top}
 	for i := 0; i < len(order); i++ {
-		kids, err := children(a.r, order[i].Key)
+		kids, err := children(a.R, order[i].Key)
 		if err != nil {
 			return nil, err
 		}
@@ -258,7 +258,7 @@ func applyMove(a *applier) (any, error) {
 	}
 	rekeyed := map[string]string{}
 	for _, old := range order {
-		dest, err = readProject(a.r, dest.Key)
+		dest, err = readProject(a.R, dest.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -272,13 +272,13 @@ func applyMove(a *applier) (any, error) {
 		if err := a.unindex(old); err != nil {
 			return nil, err
 		}
-		if err := a.b.Delete([]byte(kItem+old.Key), nil); err != nil {
+		if err := a.B.Delete([]byte(kItem+old.Key), nil); err != nil {
 			return nil, err
 		}
-		if err := a.b.Delete([]byte(kSummary+old.Key), nil); err != nil {
+		if err := a.B.Delete([]byte(kSummary+old.Key), nil); err != nil {
 			return nil, err
 		}
-		if err := setJSON(a.b, kAlias+old.Key, nk); err != nil {
+		if err := setJSON(a.B, kAlias+old.Key, nk); err != nil {
 			return nil, err
 		}
 		it.OldKeys = append(it.OldKeys, old.Key)
@@ -287,7 +287,7 @@ func applyMove(a *applier) (any, error) {
 			it.Parent = np
 		}
 		it.Version++
-		it.UpdatedAt = a.at()
+		it.UpdatedAt = a.At()
 		a.history(it, "moved", old.Key+" -> "+nk)
 		if err := a.putItem(nil, it); err != nil {
 			return nil, err

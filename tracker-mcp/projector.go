@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -32,59 +31,31 @@ const (
 // it opens the state node.
 func Projectors() []state.Projector {
 	return []state.Projector{
-		projector{kindCreate, applyCreate},
-		projector{kindUpdate, applyUpdate},
-		projector{kindLink, applyLink},
-		projector{kindComment, applyComment},
-		projector{kindMerge, applyMerge},
-		projector{kindMove, applyMove},
-		projector{kindProject, applyProject},
-		projector{kindCatalogue, applyCatalogue},
-		projector{kindFileWrite, applyFileWrite},
-		projector{kindFileRm, applyFileRemove},
+		applying(kindCreate, applyCreate),
+		applying(kindUpdate, applyUpdate),
+		applying(kindLink, applyLink),
+		applying(kindComment, applyComment),
+		applying(kindMerge, applyMerge),
+		applying(kindMove, applyMove),
+		applying(kindProject, applyProject),
+		applying(kindCatalogue, applyCatalogue),
+		applying(kindFileWrite, applyFileWrite),
+		applying(kindFileRm, applyFileRemove),
 	}
 }
 
-// projector adapts one apply function to state.Projector.
-type projector struct {
-	name  string
-	apply func(a *applier) (any, error)
-}
+// applier is one tracker operation being applied.
+type applier struct{ *servers.Apply }
 
-func (p projector) Name() string { return p.name }
-
-func (p projector) Apply(b *pebble.Batch, r pebble.Reader, pos uint64, op state.Op) (json.RawMessage, error) {
-	a := &applier{b: b, r: r, pos: pos, op: op, by: servers.AuthorOf(op.Caller)}
-	res, err := p.apply(a)
-	if err != nil {
-		return nil, err
-	}
-	return json.Marshal(res)
-}
-
-// applier is one operation being applied.
-type applier struct {
-	b    *pebble.Batch
-	r    pebble.Reader
-	pos  uint64
-	op   state.Op
-	by   servers.Author
-	acts int
-}
-
-func (a *applier) at() time.Time { return a.op.At.UTC() }
-
-func (a *applier) payload(v any) error {
-	if err := json.Unmarshal(a.op.Payload, v); err != nil {
-		return fmt.Errorf("decode payload of %s: %w", a.op.Kind, err)
-	}
-	return nil
+// applying adapts a tracker apply function to the kit's projector.
+func applying(kind string, apply func(*applier) (any, error)) state.Projector {
+	return servers.Projector(kind, func(a *servers.Apply) (any, error) { return apply(&applier{a}) })
 }
 
 // ensureProject returns the project row, creating it from decl when this is
 // the first write that needs it.
 func (a *applier) ensureProject(decl projectDecl) (*project, error) {
-	p, err := readProject(a.r, decl.Key)
+	p, err := readProject(a.R, decl.Key)
 	if err != nil || p != nil {
 		return p, err
 	}
@@ -95,11 +66,11 @@ func (a *applier) ensureProject(decl projectDecl) (*project, error) {
 	if name == "" {
 		name = decl.Key
 	}
-	p = &project{Key: decl.Key, Name: name, Unit: decl.Unit, Lead: decl.Lead, Version: 1, CreatedAt: a.at()}
+	p = &project{Key: decl.Key, Name: name, Unit: decl.Unit, Lead: decl.Lead, Version: 1, CreatedAt: a.At()}
 	return p, a.putProject(p)
 }
 
-func (a *applier) putProject(p *project) error { return setJSON(a.b, kProject+p.Key, p) }
+func (a *applier) putProject(p *project) error { return setJSON(a.B, kProject+p.Key, p) }
 
 // putItem writes an item and keeps its summary and indexes in step with it.
 // old is the item as it was (nil for a new one).
@@ -109,18 +80,18 @@ func (a *applier) putItem(old, it *item) error {
 			return err
 		}
 	}
-	if err := setJSON(a.b, kItem+it.Key, it); err != nil {
+	if err := setJSON(a.B, kItem+it.Key, it); err != nil {
 		return err
 	}
-	if err := setJSON(a.b, kSummary+it.Key, it.summary()); err != nil {
+	if err := setJSON(a.B, kSummary+it.Key, it.summary()); err != nil {
 		return err
 	}
 	for _, k := range it.indexKeys() {
-		if err := a.b.Set([]byte(k), nil, nil); err != nil {
+		if err := a.B.Set([]byte(k), nil, nil); err != nil {
 			return err
 		}
 	}
-	if err := setJSON(a.b, kID+it.ID, it.Key); err != nil {
+	if err := setJSON(a.B, kID+it.ID, it.Key); err != nil {
 		return err
 	}
 	if err := a.count(it.Project, it.Status, +1); err != nil {
@@ -131,7 +102,7 @@ func (a *applier) putItem(old, it *item) error {
 
 func (a *applier) unindex(old *item) error {
 	for _, k := range old.indexKeys() {
-		if err := a.b.Delete([]byte(k), nil); err != nil {
+		if err := a.B.Delete([]byte(k), nil); err != nil {
 			return err
 		}
 	}
@@ -142,7 +113,7 @@ func (a *applier) unindex(old *item) error {
 }
 
 func (a *applier) count(proj, status string, delta int) error {
-	p, err := readProject(a.r, proj)
+	p, err := readProject(a.R, proj)
 	if err != nil || p == nil {
 		return err
 	}
@@ -171,15 +142,14 @@ func children(r pebble.Reader, key string) ([]string, error) {
 }
 
 func (a *applier) history(it *item, field, change string) {
-	it.History = append(it.History, historyRow{At: a.at(), By: a.by.Seat, Field: field, Change: change})
+	it.History = append(it.History, historyRow{At: a.At(), By: a.By.Seat, Field: field, Change: change})
 }
 
 // activity adds a row to the feed; detail is the change record, texts
 // included, which get_activity answers fenced as the actor's.
 func (a *applier) activity(action, proj, key, sum string, detail any) error {
-	a.acts++
-	id := fmt.Sprintf("%016x.%04d", a.pos, a.acts)
-	row := activity{ID: "act_" + id, At: a.at(), Actor: a.by, Action: action, Project: proj, Item: key, Summary: sum}
+	id := fmt.Sprintf("%016x.%04d", a.Pos, a.Seq())
+	row := activity{ID: "act_" + id, At: a.At(), Actor: a.By, Action: action, Project: proj, Item: key, Summary: sum}
 	if detail != nil {
 		d, err := json.Marshal(detail)
 		if err != nil {
@@ -187,17 +157,16 @@ func (a *applier) activity(action, proj, key, sum string, detail any) error {
 		}
 		row.Detail = d
 	}
-	return setJSON(a.b, kActivity+id, row)
+	return setJSON(a.B, kActivity+id, row)
 }
 
 // wake asks for seat to be woken about an item (TRK-4).
 func (a *applier) wake(seat, key string, commentID int) error {
-	a.acts++
-	return setJSON(a.b, fmt.Sprintf("%s%016x/%04d", kWake, a.pos, a.acts), wake{Seat: seat, Item: key, Comment: commentID, By: a.by.Seat, At: a.at()})
+	return setJSON(a.B, fmt.Sprintf("%s%016x/%04d", kWake, a.Pos, a.Seq()), wake{Seat: seat, Item: key, Comment: commentID, By: a.By.Seat, At: a.At()})
 }
 
 func (a *applier) mustItem(key string) (*item, error) {
-	it, err := readItem(a.r, key)
+	it, err := readItem(a.R, key)
 	if err != nil {
 		return nil, err
 	}

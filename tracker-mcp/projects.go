@@ -248,7 +248,7 @@ func declareLabels(decl projectDecl, labels []string, tool, notMade string) (ser
 
 func applyProject(a *applier) (any, error) {
 	var pl projectPayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
 	p, err := a.ensureProject(pl.Project)

@@ -148,22 +148,22 @@ func postingKey(term, key string) []byte { return []byte(kPosting + term + "\x00
 
 func (a *applier) stats(delta int64, lenDelta int64) error {
 	var s corpusStats
-	if _, err := getJSON(a.r, kStats, &s); err != nil {
+	if _, err := getJSON(a.R, kStats, &s); err != nil {
 		return err
 	}
 	s.Docs = uint64(int64(s.Docs) + delta)
 	s.Total = uint64(int64(s.Total) + lenDelta)
-	return setJSON(a.b, kStats, s)
+	return setJSON(a.B, kStats, s)
 }
 
 func (a *applier) indexText(it *item) error {
 	tf, n := termFreqs(it)
 	for t, f := range tf {
-		if err := a.b.Set(postingKey(t, it.Key), binary.BigEndian.AppendUint32(nil, f), nil); err != nil {
+		if err := a.B.Set(postingKey(t, it.Key), binary.BigEndian.AppendUint32(nil, f), nil); err != nil {
 			return err
 		}
 	}
-	if err := a.b.Set([]byte(kDocLen+it.Key), binary.BigEndian.AppendUint32(nil, n), nil); err != nil {
+	if err := a.B.Set([]byte(kDocLen+it.Key), binary.BigEndian.AppendUint32(nil, n), nil); err != nil {
 		return err
 	}
 	return a.stats(1, int64(n))
@@ -172,11 +172,11 @@ func (a *applier) indexText(it *item) error {
 func (a *applier) unindexText(it *item) error {
 	tf, n := termFreqs(it)
 	for t := range tf {
-		if err := a.b.Delete(postingKey(t, it.Key), nil); err != nil {
+		if err := a.B.Delete(postingKey(t, it.Key), nil); err != nil {
 			return err
 		}
 	}
-	if err := a.b.Delete([]byte(kDocLen+it.Key), nil); err != nil {
+	if err := a.B.Delete([]byte(kDocLen+it.Key), nil); err != nil {
 		return err
 	}
 	return a.stats(-1, -int64(n))

@@ -334,7 +334,7 @@ func checkOneChecklistChange(c *checkChange) error {
 
 func applyUpdate(a *applier) (any, error) {
 	var pl updatePayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
 	old, err := a.mustItem(pl.Key)
@@ -359,18 +359,18 @@ func applyUpdate(a *applier) (any, error) {
 	if pl.Title != nil && *pl.Title != it.Title {
 		mark("title", describeText(it.Title, *pl.Title))
 		it.Title = *pl.Title
-		if !slices.Contains(it.TitledBy, a.by) {
-			it.TitledBy = append(it.TitledBy, a.by)
+		if !slices.Contains(it.TitledBy, a.By) {
+			it.TitledBy = append(it.TitledBy, a.By)
 		}
 	}
 	if pl.Description != nil && *pl.Description != it.Description {
 		mark("description", describeText(it.Description, *pl.Description))
 		it.Description = *pl.Description
-		if !slices.Contains(it.DescribedBy, a.by) {
-			it.DescribedBy = append(it.DescribedBy, a.by)
+		if !slices.Contains(it.DescribedBy, a.By) {
+			it.DescribedBy = append(it.DescribedBy, a.By)
 		}
 	}
-	cat, err := readCatalogue(a.r)
+	cat, err := readCatalogue(a.R)
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +395,7 @@ func applyUpdate(a *applier) (any, error) {
 		if pl.Reason != "" {
 			// The reason is for the new assignee to read, so it goes where
 			// they read: the thread, naming them.
-			it.Thread = append(it.Thread, comment{ID: len(it.Thread) + 1, By: a.by, At: a.at(), Body: pl.Reason, Mentions: nonEmpty(it.Assignee)})
+			it.Thread = append(it.Thread, comment{ID: len(it.Thread) + 1, By: a.By, At: a.At(), Body: pl.Reason, Mentions: nonEmpty(it.Assignee)})
 		}
 		if it.Assignee != "" {
 			if err := a.wake(it.Assignee, it.Key, 0); err != nil {
@@ -411,7 +411,7 @@ func applyUpdate(a *applier) (any, error) {
 		it.Priority = *pl.Priority
 	}
 	if pl.Labels != nil && describeSet(it.Labels, *pl.Labels) != "" {
-		p, err := readProject(a.r, it.Project)
+		p, err := readProject(a.R, it.Project)
 		if err != nil {
 			return nil, err
 		}
@@ -426,7 +426,7 @@ func applyUpdate(a *applier) (any, error) {
 	if pl.Parent != nil && *pl.Parent != it.Parent {
 		parent := ""
 		if *pl.Parent != "" {
-			if parent, err = checkParent(a.r, it, *pl.Parent); err != nil {
+			if parent, err = checkParent(a.R, it, *pl.Parent); err != nil {
 				return nil, err
 			}
 		}
@@ -442,7 +442,7 @@ func applyUpdate(a *applier) (any, error) {
 		return itemResult{Key: it.Key, ID: it.ID, Version: it.Version, Unchanged: true}, nil
 	}
 	it.Version++
-	it.UpdatedAt = a.at()
+	it.UpdatedAt = a.At()
 	if err := a.putItem(old, it); err != nil {
 		return nil, err
 	}
@@ -495,14 +495,14 @@ func applyChecklist(it *item, c *checkChange, mark func(string, string)) error {
 
 func applyLink(a *applier) (any, error) {
 	var pl linkPayload
-	if err := a.payload(&pl); err != nil {
+	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
 	from, err := a.mustItem(pl.Key)
 	if err != nil {
 		return nil, err
 	}
-	to, err := readItem(a.r, pl.Target)
+	to, err := readItem(a.R, pl.Target)
 	if err != nil {
 		return nil, err
 	}
@@ -526,7 +526,7 @@ func applyLink(a *applier) (any, error) {
 			return false
 		}
 		it.Version++
-		it.UpdatedAt = a.at()
+		it.UpdatedAt = a.At()
 		return true
 	}
 	nf, nt := clone(from), clone(to)
