@@ -48,40 +48,62 @@ func TestDefaultHubFilesAWorkItem(t *testing.T) {
 		Expect().Status(http.StatusOK).JSON().Object().Value("sources").Object().Value("builtin").Number().Gt(5)
 }
 
-// CAT-4: a company on a vendor tracker gets none of the native tools.
-func TestVendorTrackerGetsNoNativeTools(t *testing.T) {
-	doc := `units: [{id: core, name: Core, project: CORE, roles: [{name: Ada, handle: ada, kind: human, admin: true}]}]
-tracker: {backend: jira}
+// CAT-4: a company on a vendor tracker gets none of the tracker's tools,
+// and one on vendor backends for both opens no native store at all; the
+// knowledge base comes and goes with its own backend, apart from the
+// tracker's.
+func TestVendorBackendsGetNoNativeTools(t *testing.T) {
+	tools := func(t *testing.T, backends string) (map[string]bool, *hubProc) {
+		doc := `units: [{id: core, name: Core, project: CORE, space: CORE, roles: [{name: Ada, handle: ada, kind: human, admin: true}]}]
+` + backends + `
 api: {auth: {tokens: [{id: ada, token: "${E2E_TOKEN}", seat: ada}]}}
 `
-	cfg := filepath.Join(t.TempDir(), "company.yaml")
-	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	h := startHub(t, []string{"E2E_TOKEN=" + e2eToken}, "--config", cfg)
-	cs, err := goSDKClient(t, h.mcpURL(), e2eToken, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lt, err := cs.ListTools(ctxT(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tool := range lt.Tools {
-		if strings.Contains(tool.Name, "work_item") || tool.Name == "list_projects" {
-			t.Errorf("a company on a vendor tracker is offered %s", tool.Name)
+		cfg := filepath.Join(t.TempDir(), "company.yaml")
+		if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
 		}
+		h := startHub(t, []string{"E2E_TOKEN=" + e2eToken}, "--config", cfg)
+		cs, err := goSDKClient(t, h.mcpURL(), e2eToken, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lt, err := cs.ListTools(ctxT(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]bool{}
+		for _, tool := range lt.Tools {
+			names[tool.Name] = true
+		}
+		if names["create_work_item"] {
+			res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "create_work_item", Arguments: map[string]any{"title": "x"}})
+			if err != nil || res.IsError {
+				t.Fatalf("create_work_item: %v %s", err, hubtest.Text(res))
+			}
+		}
+		return names, h
 	}
-	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "create_work_item", Arguments: map[string]any{"title": "x"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, _ := refusalClass(res.StructuredContent, res.Meta); s != "not_found" {
-		t.Fatalf("create_work_item on a vendor tracker: %q", s)
-	}
-	if _, err := os.Stat(filepath.Join(h.dataDir, "state")); err == nil {
-		t.Error("a company on a vendor tracker opened a native store")
-	}
+	t.Run("jira, native knowledge", func(t *testing.T) {
+		names, _ := tools(t, "tracker: {backend: jira}")
+		if names["create_work_item"] || names["list_projects"] || !names["write_page"] || !names["get_page"] {
+			t.Fatalf("tools offered: %v", names)
+		}
+	})
+	t.Run("native tracker, confluence", func(t *testing.T) {
+		names, _ := tools(t, "knowledge: {backend: confluence}")
+		if !names["create_work_item"] || names["write_page"] || names["list_pages"] {
+			t.Fatalf("tools offered: %v", names)
+		}
+	})
+	t.Run("jira and confluence", func(t *testing.T) {
+		names, h := tools(t, "tracker: {backend: jira}\nknowledge: {backend: confluence}")
+		if names["create_work_item"] || names["write_page"] {
+			t.Fatalf("tools offered: %v", names)
+		}
+		if _, err := os.Stat(filepath.Join(h.dataDir, "state")); err == nil {
+			t.Error("a company on vendor backends opened a native store")
+		}
+	})
 }
 
 // The same scenario against the tracker run on its own (`crewlet

@@ -1,6 +1,7 @@
 // Command crewlet runs the Crewlet hub and its tools.
 //
 //	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
+//	crewlet tracker-mcp | knowledge-mcp [flags]   (one first-party server on its own)
 //	crewlet config check FILE
 //	crewlet secrets set NAME   (value on stdin)
 package main
@@ -14,6 +15,7 @@ import (
 const usage = `usage:
   crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
   crewlet tracker-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
+  crewlet knowledge-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
   crewlet config check FILE
   crewlet config default
   crewlet secrets set NAME [--data-dir DIR]   (value on stdin)
@@ -31,8 +33,8 @@ func main() {
 		err = serveCmd(args)
 	case cmd == "config" && len(args) == 2 && args[0] == "check":
 		os.Exit(configCheck(args[1]))
-	case cmd == "tracker-mcp":
-		err = trackerMCP(args)
+	case standaloneServers[cmd].Name != "":
+		err = runStandalone(standaloneServers[cmd], args)
 	case cmd == "secrets":
 		err = secretsCmd(args)
 	case cmd == "config" && len(args) == 1 && args[0] == "default":

@@ -9,6 +9,7 @@ import (
 	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/knowledge-mcp"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/tracker-mcp"
@@ -16,16 +17,17 @@ import (
 )
 
 // openState opens the node's durable log and projection for the native
-// tracker, only when the company runs it: a company on a vendor tracker
-// gets no tracker tools at all (CAT-4). The returned func closes it.
+// tracker and knowledge base, only when the company runs one of them: a
+// company on vendor backends gets none of their tools (CAT-4). The one log
+// holds both; the returned func closes it.
 func openState(ctx context.Context, dataDir string, c *config.Company, log *slog.Logger) (*state.Node, func(), error) {
-	if c.TrackerBackend() != "native" {
+	if c.TrackerBackend() != "native" && c.KnowledgeBackend() != "native" {
 		return nil, func() {}, nil
 	}
 	node, err := state.Open(ctx, state.Options{
 		Dir:        filepath.Join(dataDir, "state"),
 		Logger:     log.With("component", "state"),
-		Projectors: tracker.Projectors(),
+		Projectors: append(tracker.Projectors(), knowledge.Projectors()...),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the node's state: %w", err)
@@ -34,7 +36,8 @@ func openState(ctx context.Context, dataDir string, c *config.Company, log *slog
 }
 
 // firstParty lists the servers the hub mounts in-process: the engine's
-// builtins always, the native tracker where the node has its state.
+// builtins always, the native tracker and knowledge base where the company
+// runs them and the node has its state.
 func firstParty(node *state.Node) []hub.FirstParty {
 	return []hub.FirstParty{{
 		Name: "builtins",
@@ -46,6 +49,12 @@ func firstParty(node *state.Node) []hub.FirstParty {
 		Enabled: func(c *config.Company) bool { return node != nil && c.TrackerBackend() == "native" },
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
 			return tracker.NewServer(tracker.Deps{Node: node, Directory: d.Directory, Logger: d.Logger}, t)
+		},
+	}, {
+		Name:    "knowledge",
+		Enabled: func(c *config.Company) bool { return node != nil && c.KnowledgeBackend() == "native" },
+		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
+			return knowledge.NewServer(knowledge.Deps{Node: node, Directory: d.Directory, Logger: d.Logger}, t)
 		},
 	}}
 }

@@ -8,15 +8,24 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/knowledge-mcp"
 	"github.com/crewlet/hub/servers/standalone"
 	"github.com/crewlet/hub/tracker-mcp"
 )
 
-// trackerMCP runs the native tracker on its own (servers/standalone).
-func trackerMCP(args []string) error {
+// standaloneServers are the first-party servers that run on their own, by
+// command name (crewlet tracker-mcp, ...).
+var standaloneServers = map[string]standalone.Server{
+	"tracker-mcp":   tracker.Standalone,
+	"knowledge-mcp": knowledge.Standalone,
+}
+
+// runStandalone runs one first-party server on its own
+// (servers/standalone).
+func runStandalone(srv standalone.Server, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return standalone.Run(ctx, tracker.Standalone, args, standalone.Options{Directory: companyDirectory})
+	return standalone.Run(ctx, srv, args, standalone.Options{Directory: companyDirectory})
 }
 
 // companyDirectory is the seats and units of a company file, or of the

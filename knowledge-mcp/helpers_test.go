@@ -1,0 +1,107 @@
+package knowledge
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/goleak"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/serverstest"
+	"github.com/crewlet/hub/servers/state"
+	"github.com/crewlet/hub/servers/state/statetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func testDirectory() *authority.Directory {
+	return authority.NewDirectory([]authority.Unit{
+		{ID: "core", Name: "Core", Lead: "ada", Project: "CORE", Space: "CORE"},
+		{ID: "ops", Name: "Operations", Lead: "grace", Project: "OPS", Space: "OPS"},
+		{ID: "studio", Name: "Studio", Lead: "root"},
+	}, []authority.Seat{
+		{Handle: "ada", Kind: authority.SeatHuman, Unit: "core"},
+		{Handle: "alan", Kind: authority.SeatAgent, Unit: "core"},
+		{Handle: "grace", Kind: authority.SeatHuman, Unit: "ops"},
+		{Handle: "zed", Kind: authority.SeatAgent, Unit: "studio"},
+	})
+}
+
+var (
+	alan  = authority.Caller{Seat: "alan", Kind: authority.KindAgent, Requester: "ada", TurnKey: "turn-1"}
+	ada   = authority.Caller{Seat: "ada", Kind: authority.KindHuman, Requester: "ada", OperatorID: "laptop"}
+	grace = authority.Caller{Seat: "grace", Kind: authority.KindHuman, Requester: "grace", OperatorID: "phone"}
+	zed   = authority.Caller{Seat: "zed", Kind: authority.KindAgent, Requester: "root", TurnKey: "turn-z"}
+)
+
+type harness struct {
+	*serverstest.Client
+	t    testing.TB
+	node *state.Node
+	log  *statetest.FaultLog
+}
+
+func newHarness(t testing.TB) *harness {
+	t.Helper()
+	node, f := statetest.OpenFaulty(t, t.TempDir(), state.Options{Projectors: Projectors()})
+	h := &harness{t: t, node: node, log: f}
+	h.Client = serverstest.Connect(t, func(tr servers.Trust) *mcp.Server {
+		return NewServer(Deps{Node: node, Directory: testDirectory}, tr)
+	})
+	return h
+}
+
+// write files a page and answers its id.
+func (h *harness) write(c authority.Caller, args map[string]any) string {
+	h.t.Helper()
+	return h.OK(c, "write_page", args)["id"].(string)
+}
+
+// page reads a page through get_page.
+func (h *harness) page(id string) map[string]any {
+	h.t.Helper()
+	return h.OK(ada, "get_page", map[string]any{"id": id})["page"].(map[string]any)
+}
+
+func num(v any) int {
+	f, _ := v.(float64)
+	return int(f)
+}
+
+func refIDs(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, r := range list {
+		out = append(out, r.(map[string]any)["id"].(string))
+	}
+	return out
+}
+
+var mustContain = serverstest.MustContain
+
+// wakes reads the wake rows the projection holds, oldest first.
+func wakes(t testing.TB, h *harness) []wake {
+	t.Helper()
+	var out []wake
+	err := h.node.View(func(r pebble.Reader) error {
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kWake), UpperBound: upper(kWake)})
+		if err != nil {
+			return err
+		}
+		for it.First(); it.Valid(); it.Next() {
+			var w wake
+			if err := json.Unmarshal(it.Value(), &w); err != nil {
+				return err
+			}
+			out = append(out, w)
+		}
+		return it.Close()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package knowledge
+
+import (
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/standalone"
+	"github.com/crewlet/hub/servers/state"
+)
+
+// Deps is what the knowledge base needs from the node that serves it.
+type Deps struct {
+	// Node is the state node it writes through and reads from; it must
+	// have been opened with Projectors().
+	Node *state.Node
+	// Directory answers the company as of the revision in force, per call.
+	Directory func() *authority.Directory
+	Logger    *slog.Logger
+	// Now is the clock writes are stamped with; nil means time.Now.
+	Now func() time.Time
+}
+
+// Name is the knowledge base's name as a first-party server.
+const Name = "knowledge"
+
+// Delivers is where knowledge writes put something in front of somebody:
+// the pages every seat and person reads (WR-9).
+const Delivers = "knowledge"
+
+// NewServer serves the knowledge base's tools as a first-party MCP server
+// that believes caller metadata only under trust.
+func NewServer(d Deps, trust servers.Trust) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "crewlet-knowledge", Version: servers.Version}, &mcp.ServerOptions{Logger: d.Logger})
+	servers.Register(s, trust, d.Logger, Tools(d)...)
+	return s
+}
+
+// Standalone is the knowledge base as `crewlet knowledge-mcp` runs it.
+var Standalone = standalone.Server{
+	Name:       Name,
+	Projectors: Projectors(),
+	New: func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust) *mcp.Server {
+		return NewServer(Deps{Node: node, Directory: dir, Logger: log}, trust)
+	},
+}
+
+var (
+	readHints  = servers.Hints{ReadOnly: servers.Yes, Destructive: servers.No, Idempotent: servers.Yes, OpenWorld: servers.No}
+	writeHints = servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.No, OpenWorld: servers.No}
+)
+
+// srv is what one server keeps beside the node: nothing authoritative.
+type srv struct {
+	d Deps
+	w *servers.Writes
+}
+
+func newSrv(d Deps) *srv {
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Directory == nil {
+		d.Directory = func() *authority.Directory { return authority.NewDirectory(nil, nil) }
+	}
+	w := servers.NewWrites(d.Node, servers.WritesOptions{Server: "the knowledge base", Look: "get_page, list_pages", Now: d.Now})
+	return &srv{d: d, w: w}
+}
+
+// envelope starts the provenance envelope of one read answer.
+func envelope() *servers.Envelope { return &servers.Envelope{Source: "Knowledge base data"} }
+
+func (s *srv) dir() *authority.Directory {
+	if d := s.d.Directory(); d != nil {
+		return d
+	}
+	return authority.NewDirectory(nil, nil)
+}
+
+// resolveContainer decides which container a call is about: the one named,
+// or the caller's own unit's space. A container no unit declares is the
+// argument's fault (REF-3); one the engine keeps for itself is forbidden.
+func (s *srv) resolveContainer(c authority.Caller, arg string) (string, error) {
+	key := strings.ToUpper(strings.TrimSpace(arg))
+	if key == "" {
+		seat, ok := s.dir().Seat(c.Seat)
+		var u authority.Unit
+		if ok {
+			u, ok = s.dir().Unit(seat.Unit)
+		}
+		if !ok || u.Space == "" {
+			return "", authority.Refuse(authority.Invalid, "container is required: your unit keeps no space to default to. Name one (a unit's space).")
+		}
+		key = strings.ToUpper(u.Space)
+	}
+	if isReserved(key) {
+		return "", authority.Refuse(authority.Forbidden, "%s is a container the engine keeps for itself; the page tools neither read nor write there.", key)
+	}
+	for _, u := range s.dir().Units() {
+		if u.Space != "" && strings.EqualFold(u.Space, key) {
+			return key, nil
+		}
+	}
+	return "", authority.Refuse(authority.Invalid, "container %s is no unit's space in this company.", key)
+}
