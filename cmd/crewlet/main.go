@@ -18,6 +18,7 @@ const usage = `usage:
   crewlet knowledge-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
   crewlet config check FILE
   crewlet config default
+  crewlet config import FILE [--store-secrets] [--data-dir DIR]   (Claude Desktop, Cursor or VS Code MCP config)
   crewlet secrets set NAME [--data-dir DIR]   (value on stdin)
   crewlet secrets delete NAME [--data-dir DIR]
   crewlet secrets list [--data-dir DIR]`
@@ -37,6 +38,8 @@ func main() {
 		err = runStandalone(standaloneServers[cmd], args)
 	case cmd == "secrets":
 		err = secretsCmd(args)
+	case cmd == "config" && len(args) >= 1 && args[0] == "import":
+		os.Exit(configImport(args[1:]))
 	case cmd == "config" && len(args) == 1 && args[0] == "default":
 		err = printDefault()
 	default:

@@ -1,0 +1,63 @@
+package serve
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/secrets"
+)
+
+// Import is `crewlet config import FILE`: the MCP servers a client keeps
+// (Claude Desktop, Cursor, VS Code), printed as the company file's
+// mcp_servers block on stdout. Literal credentials are never printed: each
+// stands as a ${NAME} reference, and with store (the person's consent) its
+// value is sealed into the secret store under dataDir; without it, stderr
+// says which names to store. It returns the exit code.
+func Import(stdout, stderr io.Writer, path string, store bool, dataDir string) int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	im, err := config.ImportClientConfig(data)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", path, err)
+		return 1
+	}
+	y, err := im.YAML()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	names := slices.Sorted(maps.Keys(im.Secrets))
+	if store && len(names) > 0 {
+		s, err := secrets.Open(dataDir)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		for _, n := range names {
+			if err := s.Set(n, im.Secrets[n]); err != nil {
+				fmt.Fprintf(stderr, "sealing %s: %v\n", n, err)
+				return 1
+			}
+			fmt.Fprintf(stderr, "sealed %s in %s\n", n, dataDir)
+		}
+	} else {
+		for _, n := range names {
+			fmt.Fprintf(stderr, "%s was a literal credential in %s; store it (crewlet secrets set %s, value on stdin) or rerun with --store-secrets\n", n, path, n)
+		}
+	}
+	for _, note := range im.Notes {
+		fmt.Fprintln(stderr, "note:", note)
+	}
+	if _, err := stdout.Write(y); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
