@@ -27,7 +27,7 @@ func TestCommentOnPage(t *testing.T) {
 		t.Fatalf("comments %v", comments)
 	}
 	mustContain(t, body, "@alan (agent)")
-	if w := wakes(t, h); len(w) != 2 || w[0].Seat != "ada" || w[0].Page != id {
+	if w := wakes(t, h); len(w) != 2 || w[0].Seat != "ada" || w[0].Subject != id {
 		t.Fatalf("wakes %+v", w)
 	}
 }

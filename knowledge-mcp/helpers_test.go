@@ -1,10 +1,8 @@
 package knowledge
 
 import (
-	"encoding/json"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -82,26 +80,12 @@ func refIDs(v any) []string {
 
 var mustContain = serverstest.MustContain
 
-// wakes reads the wake rows the projection holds, oldest first.
-func wakes(t testing.TB, h *harness) []wake {
+// wakes reads the knowledge base's wake rows, oldest first.
+func wakes(t testing.TB, h *harness) []servers.Wake {
 	t.Helper()
-	var out []wake
-	err := h.node.View(func(r pebble.Reader) error {
-		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kWake), UpperBound: upper(kWake)})
-		if err != nil {
-			return err
-		}
-		for it.First(); it.Valid(); it.Next() {
-			var w wake
-			if err := json.Unmarshal(it.Value(), &w); err != nil {
-				return err
-			}
-			out = append(out, w)
-		}
-		return it.Close()
-	})
+	w, err := Wakes(h.node, "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return w
 }

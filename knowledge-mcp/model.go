@@ -67,12 +67,3 @@ type pageResult struct {
 	CommentID     int      `json:"comment_id,omitempty"`
 	AlreadyPosted bool     `json:"already_posted,omitempty"`
 }
-
-// wake is a watcher to tell that a page they follow changed.
-type wake struct {
-	Seat    string    `json:"seat"`
-	Page    string    `json:"page"`
-	Comment int       `json:"comment,omitempty"`
-	By      string    `json:"by"`
-	At      time.Time `json:"at"`
-}

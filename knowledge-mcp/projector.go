@@ -1,7 +1,6 @@
 package knowledge
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/crewlet/hub/authority"
@@ -97,8 +96,7 @@ func (a *applier) wakeWatchers(p *page, comment int) error {
 		if w == a.By.Seat {
 			continue
 		}
-		k := fmt.Sprintf("%s%016x/%04d", kWake, a.Pos, a.Seq())
-		if err := setJSON(a.B, k, wake{Seat: w, Page: p.ID, Comment: comment, By: a.By.Seat, At: a.At()}); err != nil {
+		if err := a.Wake(kWake, w, p.ID, comment); err != nil {
 			return err
 		}
 	}

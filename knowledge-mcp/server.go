@@ -28,6 +28,13 @@ type Deps struct {
 // Name is the knowledge base's name as a first-party server.
 const Name = "knowledge"
 
+// Wakes answers up to limit of the knowledge base's wake rows after cursor
+// ("" for the first): the watchers of a page somebody else changed or
+// commented on. Subject is the page's id.
+func Wakes(n *state.Node, after string, limit int) ([]servers.Wake, error) {
+	return servers.Wakes(n, kWake, after, limit)
+}
+
 // Delivers is where knowledge writes put something in front of somebody:
 // the pages every seat and person reads (WR-9).
 const Delivers = "knowledge"

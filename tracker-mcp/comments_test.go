@@ -23,7 +23,7 @@ func TestCommentMentionsAndOncePerTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range rows {
-		if w.Item == key && w.Comment == 1 {
+		if w.Subject == key && w.Comment == 1 {
 			woken = append(woken, w.Seat)
 		}
 	}

@@ -117,27 +117,13 @@ func (h *harness) countItems() int {
 	return n
 }
 
-func (h *harness) wakes() []wake {
+func (h *harness) wakes() []servers.Wake {
 	h.t.Helper()
-	var out []wake
-	err := h.node.View(func(r pebble.Reader) error {
-		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kWake), UpperBound: upper(kWake)})
-		if err != nil {
-			return err
-		}
-		for it.First(); it.Valid(); it.Next() {
-			var w wake
-			if err := json.Unmarshal(it.Value(), &w); err != nil {
-				return err
-			}
-			out = append(out, w)
-		}
-		return it.Close()
-	})
+	w, err := Wakes(h.node, "", 1000)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return out
+	return w
 }
 
 func num(v any) int {

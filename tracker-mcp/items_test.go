@@ -89,7 +89,7 @@ func TestCreateAssigneeDefaultsAndAsk(t *testing.T) {
 	if qs["to"] != "ada" || len(qs["options"].([]any)) != 2 || qs["answered"] != false {
 		t.Fatalf("question %v", qs)
 	}
-	if !slices.ContainsFunc(h.wakes(), func(w wake) bool { return w.Seat == "ada" && w.Item == q["key"] }) {
+	if !slices.ContainsFunc(h.wakes(), func(w servers.Wake) bool { return w.Seat == "ada" && w.Subject == q["key"] }) {
 		t.Fatal("the question did not wake the person it is put to")
 	}
 	h.ok(ada, "comment_on_work_item", map[string]any{"key": q["key"], "body": "Postgres.", "choice": "postgres"})

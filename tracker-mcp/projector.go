@@ -162,7 +162,7 @@ func (a *applier) activity(action, proj, key, sum string, detail any) error {
 
 // wake asks for seat to be woken about an item (TRK-4).
 func (a *applier) wake(seat, key string, commentID int) error {
-	return setJSON(a.B, fmt.Sprintf("%s%016x/%04d", kWake, a.Pos, a.Seq()), wake{Seat: seat, Item: key, Comment: commentID, By: a.By.Seat, At: a.At()})
+	return a.Wake(kWake, seat, key, commentID)
 }
 
 func (a *applier) mustItem(key string) (*item, error) {
