@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -81,15 +80,14 @@ func startChild(command string, args, env []string, dir string, onLine func(stri
 	go func() {
 		defer close(stderrDone)
 		defer stderr.Close()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
+		// Read to the end, whatever comes: giving up would close the
+		// pipe under a child that is still writing to it.
+		readLines(stderr, maxStderrLine, func(line string) {
 			c.tail.add(line)
 			if onLine != nil {
 				onLine(line)
 			}
-		}
+		})
 	}()
 	go func() {
 		c.err = cmd.Wait()

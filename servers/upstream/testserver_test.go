@@ -64,6 +64,20 @@ func serveGoSDK() {
 			}
 			return nil, textOut{Text: fmt.Sprint(cmd.Process.Pid)}, nil
 		})
+	// With UPSTREAM_SHOUT set, the server offers a tool that writes one
+	// stderr line of the given size, then another line, then answers.
+	if os.Getenv("UPSTREAM_SHOUT") != "" {
+		mcp.AddTool(s, &mcp.Tool{Name: "shout", Description: "one very long stderr line"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+				Bytes int `json:"bytes"`
+			}) (*mcp.CallToolResult, textOut, error) {
+				if _, err := fmt.Fprintln(os.Stderr, strings.Repeat("x", in.Bytes)); err != nil {
+					return nil, textOut{}, err
+				}
+				fmt.Fprintln(os.Stderr, "still here after shouting")
+				return nil, textOut{Text: "shouted"}, nil
+			})
+	}
 	// With UPSTREAM_EXTRA_TOOL naming a file that exists, the server lists
 	// one more tool: a restart can come back with a different list.
 	if f := os.Getenv("UPSTREAM_EXTRA_TOOL"); f != "" {
