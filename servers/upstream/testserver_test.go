@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -24,6 +25,12 @@ func TestMain(m *testing.M) {
 		return
 	case "legacy":
 		serveLegacy()
+		return
+	case "mute":
+		// A server stuck before it speaks (a package still downloading):
+		// it reads what it is sent, answers nothing, and exits cleanly
+		// when its input ends.
+		_, _ = io.Copy(io.Discard, os.Stdin)
 		return
 	case "exit-at-start":
 		fmt.Fprintln(os.Stderr, "fatal: API token rejected (test)")
