@@ -110,6 +110,7 @@ func (c *Company) check() Violations {
 				add("%s.env: an %s server takes headers, not env", p, s.EffectiveTransport())
 			}
 		}
+		checkLaunchText(p, s, add)
 		if d := s.Delivers; d != nil {
 			switch {
 			case *d == "":
