@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,9 @@ type Hub struct {
 	servers  *supervision
 	status   *statusTable
 
-	applyMu   sync.Mutex
+	applyMu sync.Mutex
+	// given is every value any revision has handed out, under applyMu.
+	given     map[string]bool
 	closeOnce sync.Once
 }
 
@@ -49,7 +52,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		log:     opts.Logger,
 		company: NewCatalogue(),
 		tokens:  authority.NewTokens(),
-		clean:   sanitize.New(),
+		clean:   opts.Sanitizer,
 		status:  newStatusTable(),
 	}
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log}
@@ -150,8 +153,17 @@ func (h *Hub) Apply(c *config.Company) error {
 		secrets = append(secrets, h.opts.Redact()...)
 	}
 	secrets = append(secrets, c.ReferencedValues(h.opts.Env)...)
+	// A value stays redacted for the hub's life once a revision gave it
+	// out: a child of the revision before may still say a credential that
+	// was just rotated away while it is being stopped.
+	if h.given == nil {
+		h.given = map[string]bool{}
+	}
+	for _, v := range secrets {
+		h.given[v] = true
+	}
 	h.tokens.Replace(entries)
-	h.clean.SetSecrets(secrets)
+	h.clean.SetSecrets(slices.Collect(maps.Keys(h.given)))
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)
 	h.servers.reconcile(c)

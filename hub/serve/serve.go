@@ -22,6 +22,7 @@ import (
 
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/sourcegraph/conc"
 )
 
@@ -69,7 +70,11 @@ func (o *Options) ensureDefaults() {
 // for a node that could not start or a listener that failed.
 func Run(ctx context.Context, o Options) error {
 	o.ensureDefaults()
-	log := o.Logger
+	// One sanitiser redacts tool results and everything the node logs: a
+	// server that prints a credential it was given on its stderr, or an
+	// error that quotes one, does not put it in the log.
+	clean := sanitize.New()
+	log := slog.New(sanitize.NewLogHandler(o.Logger.Handler(), clean))
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
@@ -95,6 +100,7 @@ func Run(ctx context.Context, o Options) error {
 		Redact:     src.storedValues,
 		ConfigFile: o.ConfigFile,
 		FirstParty: firstParty(node),
+		Sanitizer:  clean,
 	})
 	if err != nil {
 		return err
