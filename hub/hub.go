@@ -61,6 +61,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	})
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
+		ledger: opts.Ledger,
 	})
 	h.router.seats = h.seatCatalogues
 	if err := h.mountFirstParty(ctx); err != nil {

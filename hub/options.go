@@ -8,6 +8,7 @@ import (
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -75,6 +76,10 @@ type Options struct {
 	// handler redacts with (sanitize.NewLogHandler), so the log is kept
 	// free of the same values.
 	Sanitizer *sanitize.Sanitizer
+	// Ledger writes down the processes of every stdio child, so the node's
+	// next start can end what a node killed outright left running; nil
+	// writes nothing.
+	Ledger *upstream.Ledger
 }
 
 // ensureDefaults fills what was left zero.

@@ -23,6 +23,7 @@ import (
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
+	"github.com/crewlet/hub/servers/upstream"
 	"github.com/sourcegraph/conc"
 )
 
@@ -78,6 +79,12 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
+	// Before any server starts: what a run of this node killed outright
+	// left running is ended first.
+	ledger, err := upstream.OpenLedger(filepath.Join(o.DataDir, "children.json"), log.With("component", "upstream"))
+	if err != nil {
+		return err
+	}
 	src, err := openSources(o)
 	if err != nil {
 		return err
@@ -101,6 +108,7 @@ func Run(ctx context.Context, o Options) error {
 		ConfigFile: o.ConfigFile,
 		FirstParty: firstParty(node),
 		Sanitizer:  clean,
+		Ledger:     ledger,
 	})
 	if err != nil {
 		return err

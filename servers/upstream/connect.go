@@ -73,6 +73,10 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return c, err
 	}
+	if c.child != nil {
+		// What a launcher started beneath it is there by now.
+		c.child.look()
+	}
 	c.ended = make(chan struct{})
 	c.recorded = make(chan struct{})
 	sess, ended := c.sess, c.ended
@@ -140,7 +144,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	default:
 		ch, err := startChild(spec.Command, spec.Args, ChildEnv(spec, i.opts.Host), i.opts.Dir, func(line string) {
 			i.log.Debug("server_stderr", "line", line)
-		})
+		}, treeWatch{ledger: i.opts.Ledger, every: i.opts.WatchTree})
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", spec.Command, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -66,6 +67,11 @@ func serveGoSDK() {
 	mcp.AddTool(s, &mcp.Tool{Name: "spawn", Description: "start a grandchild that outlives nothing"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
 			cmd := exec.Command("sleep", "300")
+			if os.Getenv("UPSTREAM_SETSID") != "" {
+				// A grandchild that leaves the child's process group
+				// and session, as a daemon does.
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			}
 			if err := cmd.Start(); err != nil {
 				return nil, textOut{}, err
 			}
