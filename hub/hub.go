@@ -104,7 +104,7 @@ func (h *Hub) mountFirstParty(ctx context.Context) error {
 	for i, fp := range run {
 		deps := Deps{Directory: h.Directory, Logger: quiet(h.log).With("server", fp.Name)}
 		tasks[i] = func() {
-			m, entries, err := mount(ctx, fp.Name, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
+			m, entries, err := mount(ctx, fp.Name, h.log, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
 			results[i] = result{m, entries, err}
 		}
 	}
