@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -99,7 +100,7 @@ func TestSeatRegistryLayering(t *testing.T) {
 // the hints and delivers it declared.
 func TestMountFilesBuiltins(t *testing.T) {
 	ctx := context.Background()
-	m, entries, err := mount(ctx, "kit", func(tr servers.Trust) *mcp.Server {
+	m, entries, err := mount(ctx, "kit", slog.New(slog.DiscardHandler), func(tr servers.Trust) *mcp.Server {
 		s := mcp.NewServer(&mcp.Implementation{Name: "kit", Version: "0"}, nil)
 		servers.Register(s, tr, nil, echoTool())
 		return s

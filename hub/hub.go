@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,7 +35,9 @@ type Hub struct {
 	servers  *supervision
 	status   *statusTable
 
-	applyMu   sync.Mutex
+	applyMu sync.Mutex
+	// given is every value any revision has handed out, under applyMu.
+	given     map[string]bool
 	closeOnce sync.Once
 }
 
@@ -49,7 +52,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		log:     opts.Logger,
 		company: NewCatalogue(),
 		tokens:  authority.NewTokens(),
-		clean:   sanitize.New(),
+		clean:   opts.Sanitizer,
 		status:  newStatusTable(),
 	}
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log}
@@ -58,6 +61,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	})
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
+		ledger: opts.Ledger,
 	})
 	h.router.seats = h.seatCatalogues
 	if err := h.mountFirstParty(ctx); err != nil {
@@ -100,7 +104,7 @@ func (h *Hub) mountFirstParty(ctx context.Context) error {
 	for i, fp := range run {
 		deps := Deps{Directory: h.Directory, Logger: quiet(h.log).With("server", fp.Name)}
 		tasks[i] = func() {
-			m, entries, err := mount(ctx, fp.Name, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
+			m, entries, err := mount(ctx, fp.Name, h.log, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
 			results[i] = result{m, entries, err}
 		}
 	}
@@ -150,8 +154,17 @@ func (h *Hub) Apply(c *config.Company) error {
 		secrets = append(secrets, h.opts.Redact()...)
 	}
 	secrets = append(secrets, c.ReferencedValues(h.opts.Env)...)
+	// A value stays redacted for the hub's life once a revision gave it
+	// out: a child of the revision before may still say a credential that
+	// was just rotated away while it is being stopped.
+	if h.given == nil {
+		h.given = map[string]bool{}
+	}
+	for _, v := range secrets {
+		h.given[v] = true
+	}
 	h.tokens.Replace(entries)
-	h.clean.SetSecrets(secrets)
+	h.clean.SetSecrets(slices.Collect(maps.Keys(h.given)))
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)
 	h.servers.reconcile(c)

@@ -6,7 +6,9 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -68,6 +70,16 @@ type Options struct {
 	// ConfigFile is the company file, which PUT /config/mcp-servers writes;
 	// empty for the embedded company, which cannot be edited.
 	ConfigFile string
+	// Sanitizer redacts tool results; a new one if nil. Every apply gives
+	// it the values the revision hands out (operator tokens, the secret
+	// store, what each ${VAR} resolves to): a node passes the one its log
+	// handler redacts with (sanitize.NewLogHandler), so the log is kept
+	// free of the same values.
+	Sanitizer *sanitize.Sanitizer
+	// Ledger writes down the processes of every stdio child, so the node's
+	// next start can end what a node killed outright left running; nil
+	// writes nothing.
+	Ledger *upstream.Ledger
 }
 
 // ensureDefaults fills what was left zero.
@@ -86,5 +98,8 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 4 << 20
+	}
+	if o.Sanitizer == nil {
+		o.Sanitizer = sanitize.New()
 	}
 }

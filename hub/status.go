@@ -1,8 +1,6 @@
 package hub
 
 import (
-	"fmt"
-	"regexp"
 	"sort"
 	"sync"
 
@@ -50,27 +48,18 @@ type serverRow struct {
 	UnlistedAnnotations []string   `json:"unlisted_annotations"`
 }
 
-var onlyRefs = regexp.MustCompile(`^([^$]{0,16}\$\{[A-Za-z_][A-Za-z0-9_]*\})+[^$]{0,16}$`)
-
-// maskValue shows a configured value as written when it is references (with
-// a short literal around them, as in "Bearer ${TOKEN}"), and hides any other
-// literal, which may itself be a credential.
-func maskValue(v string) string {
-	if v == "" || onlyRefs.MatchString(v) {
-		return v
-	}
-	return fmt.Sprintf("(literal, %d characters)", len(v))
-}
-
+// launchOf shows how a server is started, as GET /mcp-servers shows it:
+// references as written, no literal that could be a credential (MCP-12).
 func (h *Hub) launchOf(d config.MCPServer) launch {
-	l := launch{Transport: d.EffectiveTransport(), Command: d.Command, URL: d.URL}
+	l := launch{Transport: d.EffectiveTransport(), Command: upstream.MaskURLs(d.Command), URL: upstream.MaskURLs(d.URL)}
 	// Arguments are passed as written; anything in them that is a known
-	// secret is redacted like a tool result.
+	// secret is redacted like a tool result, and a URL in one loses its
+	// userinfo and query values.
 	for _, a := range d.Args {
 		if clean, err := h.clean.Text(a); err == nil {
 			a = clean
 		}
-		l.Args = append(l.Args, a)
+		l.Args = append(l.Args, upstream.MaskURLs(a))
 	}
 	mask := func(m map[string]string) map[string]string {
 		if len(m) == 0 {
@@ -78,7 +67,7 @@ func (h *Hub) launchOf(d config.MCPServer) launch {
 		}
 		out := make(map[string]string, len(m))
 		for k, v := range m {
-			out[k] = maskValue(v)
+			out[k] = upstream.MaskValue(v)
 		}
 		return out
 	}

@@ -41,6 +41,7 @@ type supervisionDeps struct {
 	log     *slog.Logger
 	events  events
 	status  *statusTable
+	ledger  *upstream.Ledger
 }
 
 // supervision keeps the company's third-party servers: one supervised
@@ -233,6 +234,7 @@ func (u *supervision) start(decl config.MCPServer, seat string, resolved upstrea
 			}
 		},
 		OnResourceUpdated: u.events.resourceUpdated,
+		Ledger:            u.ledger,
 	})
 	return s
 }

@@ -101,7 +101,7 @@ func (c *Company) check() Violations {
 			if s.URL == "" {
 				add("%s: an %s server needs a url", p, s.EffectiveTransport())
 			} else if !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") && !strings.HasPrefix(s.URL, "${") {
-				add("%s.url: %q is not an http(s) URL", p, s.URL)
+				add("%s.url: %q is not an http(s) URL", p, upstream.MaskURLs(s.URL))
 			}
 			if s.Command != "" || len(s.Args) > 0 {
 				add("%s: an %s server is dialled at its url; command and args are for stdio", p, s.EffectiveTransport())
@@ -110,6 +110,7 @@ func (c *Company) check() Violations {
 				add("%s.env: an %s server takes headers, not env", p, s.EffectiveTransport())
 			}
 		}
+		checkLaunchText(p, s, add)
 		if d := s.Delivers; d != nil {
 			switch {
 			case *d == "":

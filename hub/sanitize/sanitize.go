@@ -1,6 +1,7 @@
 package sanitize
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -150,7 +151,8 @@ func New(secrets ...string) *Sanitizer {
 
 // SetSecrets replaces the configured secret values, e.g. after the hub
 // reloads its configuration or its secret store. Values shorter than
-// MinSecretLen bytes are ignored. It is safe to call while other goroutines
+// MinSecretLen bytes are ignored. Each value is also redacted where it
+// appears base64-encoded from its first byte (see base64Forms). It is safe to call while other goroutines
 // use the Sanitizer; calls already running finish with the previous set.
 func (s *Sanitizer) SetSecrets(secrets []string) {
 	var values []string
@@ -168,9 +170,25 @@ func (s *Sanitizer) SetSecrets(secrets []string) {
 			continue
 		}
 		values = append(values, v)
+		values = append(values, base64Forms(v)...)
 	}
 	slices.Sort(values)
 	s.secrets.Store(newSecretSet(slices.Compact(values)))
+}
+
+// base64Forms are how a secret reads base64-encoded (standard and URL
+// alphabets), as a server that prints a Basic credential or an encoded
+// config does: the whole 4-character groups that encode it, which read the
+// same whatever follows the secret in the encoded text. A secret encoded
+// from an offset not a multiple of 3 reads otherwise and is not found.
+func base64Forms(v string) []string {
+	n := len(v) / 3 * 4
+	std := base64.StdEncoding.EncodeToString([]byte(v))[:n]
+	url := base64.URLEncoding.EncodeToString([]byte(v))[:n]
+	if url == std {
+		return []string{std}
+	}
+	return []string{std, url}
 }
 
 // noSecrets stands in for the set of a Sanitizer that was never given one.

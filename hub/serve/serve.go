@@ -22,6 +22,8 @@ import (
 
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/sanitize"
+	"github.com/crewlet/hub/servers/upstream"
 	"github.com/sourcegraph/conc"
 )
 
@@ -69,9 +71,19 @@ func (o *Options) ensureDefaults() {
 // for a node that could not start or a listener that failed.
 func Run(ctx context.Context, o Options) error {
 	o.ensureDefaults()
-	log := o.Logger
+	// One sanitiser redacts tool results and everything the node logs: a
+	// server that prints a credential it was given on its stderr, or an
+	// error that quotes one, does not put it in the log.
+	clean := sanitize.New()
+	log := slog.New(sanitize.NewLogHandler(o.Logger.Handler(), clean))
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
+	}
+	// Before any server starts: what a run of this node killed outright
+	// left running is ended first.
+	ledger, err := upstream.OpenLedger(filepath.Join(o.DataDir, "children.json"), log.With("component", "upstream"))
+	if err != nil {
+		return err
 	}
 	src, err := openSources(o)
 	if err != nil {
@@ -95,6 +107,8 @@ func Run(ctx context.Context, o Options) error {
 		Redact:     src.storedValues,
 		ConfigFile: o.ConfigFile,
 		FirstParty: firstParty(node),
+		Sanitizer:  clean,
+		Ledger:     ledger,
 	})
 	if err != nil {
 		return err

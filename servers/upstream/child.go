@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -25,14 +24,27 @@ type child struct {
 	done   chan struct{} // closed when the process has been waited for
 	err    error         // the wait result; read only after done
 	start  time.Time
+	// tree is what has been seen below the leader; ledger, if any, writes
+	// it down. The watch goroutine walks the tree every so often until
+	// quit is closed, and closes watched when it has ended.
+	tree    *tree
+	ledger  *Ledger
+	quit    chan struct{}
+	watched chan struct{}
 
 	stopOnce sync.Once
+}
+
+// treeWatch says how a child's process tree is kept track of.
+type treeWatch struct {
+	ledger *Ledger       // nil: nothing is written down
+	every  time.Duration // how often the tree is walked
 }
 
 // startChild spawns command with exactly env (never the engine's own
 // environment) in dir. Every stderr line goes to onLine and is kept in a
 // bounded tail of whole lines for diagnostics.
-func startChild(command string, args, env []string, dir string, onLine func(string)) (*child, error) {
+func startChild(command string, args, env []string, dir string, onLine func(string), watch treeWatch) (*child, error) {
 	cmd := exec.Command(command, args...)
 	cmd.Env = env
 	if cmd.Env == nil {
@@ -77,19 +89,28 @@ func startChild(command string, args, env []string, dir string, onLine func(stri
 	}
 	stderr := errR
 	c.start = time.Now()
+	leader, _, ok := identify(cmd.Process.Pid)
+	if !ok {
+		// Gone already: it is known by pid alone, which no signal of
+		// its tree's will be sent to.
+		leader = proc{PID: cmd.Process.Pid}
+	}
+	c.tree, c.ledger = newTree(leader), watch.ledger
+	c.quit, c.watched = make(chan struct{}), make(chan struct{})
+	c.ledger.record(c.tree.procs())
+	go c.watch(watch.every)
 	stderrDone := make(chan struct{})
 	go func() {
 		defer close(stderrDone)
 		defer stderr.Close()
-		sc := bufio.NewScanner(stderr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
+		// Read to the end, whatever comes: giving up would close the
+		// pipe under a child that is still writing to it.
+		readLines(stderr, maxStderrLine, func(line string) {
 			c.tail.add(line)
 			if onLine != nil {
 				onLine(line)
 			}
-		}
+		})
 	}()
 	go func() {
 		c.err = cmd.Wait()
@@ -128,26 +149,59 @@ func (c *child) exitDescription() string {
 // stop ends the tree gently, then firmly: close stdin (a well-behaved server
 // exits on EOF), then SIGTERM to the group, then SIGKILL to the group. The
 // group is signalled even after the leader exited, since a grandchild may
-// outlive it.
+// outlive it, and so is every process seen below the leader that left the
+// group. The child counts as stopped only once all of them are gone, so a
+// restart never runs beside what the old one left behind.
 func (c *child) stop(grace time.Duration) {
 	c.stopOnce.Do(func() {
+		close(c.quit)
+		<-c.watched
+		// A last look while the leader, if it still runs, holds its tree
+		// together: what it started since the last walk is stopped too.
+		c.look()
 		_ = c.stdin.Close()
-		if c.waitFor(grace) {
-			c.killGroup(syscall.SIGKILL)
-			return
+		if !c.waitFor(grace) {
+			c.kill(syscall.SIGTERM)
+			if !c.waitFor(grace) {
+				c.kill(syscall.SIGKILL)
+				<-c.done
+			}
 		}
-		c.killGroup(syscall.SIGTERM)
-		if c.waitFor(grace) {
-			c.killGroup(syscall.SIGKILL)
-			return
-		}
-		c.killGroup(syscall.SIGKILL)
-		<-c.done
+		// The leader is gone; what it left, in its group or not, goes now.
+		c.kill(syscall.SIGKILL)
+		c.tree.waitGone(grace)
+		c.ledger.forget(c.tree.leader.PID)
 	})
 }
 
-func (c *child) killGroup(sig syscall.Signal) {
+// kill signals the group and every process seen below the leader.
+func (c *child) kill(sig syscall.Signal) {
 	_ = syscall.Kill(-c.cmd.Process.Pid, sig)
+	c.tree.signal(sig)
+}
+
+// look walks the tree now and writes down what changed.
+func (c *child) look() {
+	if c.tree.observe() {
+		c.ledger.record(c.tree.procs())
+	}
+}
+
+// watch walks the tree every so often until the child is stopped: a
+// process that detaches from the group must have been seen before its
+// parent dies, or nothing would lead to it.
+func (c *child) watch(every time.Duration) {
+	defer close(c.watched)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-t.C:
+			c.look()
+		}
+	}
 }
 
 func (c *child) waitFor(d time.Duration) bool {

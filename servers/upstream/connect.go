@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +62,9 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 	var tools []Tool
 	for t, err := range c.sess.Tools(lctx, nil) {
 		if err != nil {
+			if lctx.Err() != nil && ctx.Err() == nil {
+				return c, fmt.Errorf("it did not list its tools in %s", seconds(i.opts.StartTimeout))
+			}
 			return c, fmt.Errorf("listing its tools: %w", err)
 		}
 		tools = append(tools, Tool{Def: t, Annotations: c.raw(t.Name)})
@@ -68,6 +72,10 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 	features, err := listFeatures(lctx, c.sess)
 	if err != nil {
 		return c, err
+	}
+	if c.child != nil {
+		// What a launcher started beneath it is there by now.
+		c.child.look()
 	}
 	c.ended = make(chan struct{})
 	c.recorded = make(chan struct{})
@@ -136,7 +144,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	default:
 		ch, err := startChild(spec.Command, spec.Args, ChildEnv(spec, i.opts.Host), i.opts.Dir, func(line string) {
 			i.log.Debug("server_stderr", "line", line)
-		})
+		}, treeWatch{ledger: i.opts.Ledger, every: i.opts.WatchTree})
 		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", spec.Command, err)
 		}
@@ -176,9 +184,16 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	client := mcp.NewClient(i.client(), i.clientOptions())
 	client.AddReceivingMiddleware(i.passElicitation)
 	sess, err := client.Connect(cctx, inner, &mcp.ClientSessionOptions{ProtocolVersion: version})
-	if !timer.Stop() && err == nil {
-		err = fmt.Errorf("the handshake did not finish within %s", i.opts.StartTimeout)
+	timedOut := !timer.Stop()
+	if timedOut && err == nil {
 		_ = sess.Close()
+	}
+	if timedOut {
+		// Said before anything else: ending the handshake closes the
+		// child's stdin, and a server that then exits cleanly would
+		// otherwise be reported as having exited with status 0.
+		ccancel()
+		return c, fmt.Errorf("it did not answer the handshake in %s", seconds(i.opts.StartTimeout))
 	}
 	if err != nil {
 		ccancel()
@@ -228,4 +243,10 @@ func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // version the hub was built as.
 func (i *Instance) client() *mcp.Implementation {
 	return &mcp.Implementation{Name: "crewlet", Version: i.opts.Version}
+}
+
+// seconds says a bound as an operator configured it, in seconds
+// (startup_timeout_seconds): "60 s", "0.5 s".
+func seconds(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
 }

@@ -96,6 +96,14 @@ type Options struct {
 	// OnResourceUpdated is called when the server says a subscribed
 	// resource changed.
 	OnResourceUpdated func(context.Context, *mcp.ResourceUpdatedNotificationParams)
+	// Ledger writes down a stdio child's processes for the node's next
+	// start, in case this one dies without stopping them; nil writes
+	// nothing.
+	Ledger *Ledger
+	// WatchTree is how often a stdio child's process tree is walked, to
+	// know the processes that leave its group (setsid) before their parent
+	// dies; 2s if 0.
+	WatchTree time.Duration
 }
 
 // DownError is a call the instance could not serve because its server is
@@ -168,6 +176,9 @@ func Start(opts Options) *Instance {
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 2 * time.Second
+	}
+	if opts.WatchTree <= 0 {
+		opts.WatchTree = 2 * time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -13,8 +13,13 @@ func (i *Instance) scrub(msg string) string {
 	spec := i.opts.Spec
 	if spec.URL != "" {
 		msg = strings.ReplaceAll(msg, spec.URL, "the url of "+spec.Name)
-		if u, err := url.Parse(spec.URL); err == nil && u.RawQuery != "" {
-			msg = strings.ReplaceAll(msg, u.RawQuery, "[REDACTED]")
+		if u, err := url.Parse(spec.URL); err == nil {
+			// Go's HTTP client quotes a URL with its password hidden,
+			// which the line above does not find.
+			msg = strings.ReplaceAll(msg, u.Redacted(), "the url of "+spec.Name)
+			if u.RawQuery != "" {
+				msg = strings.ReplaceAll(msg, u.RawQuery, "[REDACTED]")
+			}
 		}
 	}
 	for _, m := range []map[string]string{spec.Headers, spec.Env} {
@@ -24,5 +29,7 @@ func (i *Instance) scrub(msg string) string {
 			}
 		}
 	}
-	return msg
+	// Whatever URL is still quoted (a redirect, a proxy) shows no
+	// userinfo or query values either.
+	return MaskURLs(msg)
 }

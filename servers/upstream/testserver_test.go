@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,6 +26,12 @@ func TestMain(m *testing.M) {
 		return
 	case "legacy":
 		serveLegacy()
+		return
+	case "mute":
+		// A server stuck before it speaks (a package still downloading):
+		// it reads what it is sent, answers nothing, and exits cleanly
+		// when its input ends.
+		_, _ = io.Copy(io.Discard, os.Stdin)
 		return
 	case "exit-at-start":
 		fmt.Fprintln(os.Stderr, "fatal: API token rejected (test)")
@@ -59,11 +67,30 @@ func serveGoSDK() {
 	mcp.AddTool(s, &mcp.Tool{Name: "spawn", Description: "start a grandchild that outlives nothing"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
 			cmd := exec.Command("sleep", "300")
+			if os.Getenv("UPSTREAM_SETSID") != "" {
+				// A grandchild that leaves the child's process group
+				// and session, as a daemon does.
+				cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			}
 			if err := cmd.Start(); err != nil {
 				return nil, textOut{}, err
 			}
 			return nil, textOut{Text: fmt.Sprint(cmd.Process.Pid)}, nil
 		})
+	// With UPSTREAM_SHOUT set, the server offers a tool that writes one
+	// stderr line of the given size, then another line, then answers.
+	if os.Getenv("UPSTREAM_SHOUT") != "" {
+		mcp.AddTool(s, &mcp.Tool{Name: "shout", Description: "one very long stderr line"},
+			func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+				Bytes int `json:"bytes"`
+			}) (*mcp.CallToolResult, textOut, error) {
+				if _, err := fmt.Fprintln(os.Stderr, strings.Repeat("x", in.Bytes)); err != nil {
+					return nil, textOut{}, err
+				}
+				fmt.Fprintln(os.Stderr, "still here after shouting")
+				return nil, textOut{Text: "shouted"}, nil
+			})
+	}
 	// With UPSTREAM_EXTRA_TOOL naming a file that exists, the server lists
 	// one more tool: a restart can come back with a different list.
 	if f := os.Getenv("UPSTREAM_EXTRA_TOOL"); f != "" {
