@@ -190,20 +190,25 @@ func (n *Node) eraseOrphans(ctx context.Context) error {
 
 // sweepBlobs is the node's blob keeper: it erases what was freed or
 // orphaned while the node was down, then looks again every BlobGrace, until
-// the node closes.
+// the node closes. A pass that failed is tried again soon, backing off,
+// rather than a whole grace later: bytes meant to be gone stay only as
+// long as the store keeps failing.
 func (n *Node) sweepBlobs(ctx context.Context) {
 	defer n.followerW.Done()
-	t := time.NewTicker(n.opts.BlobGrace)
-	defer t.Stop()
+	retry := time.Second
 	for {
-		if err := n.EraseFreed(ctx); err != nil && ctx.Err() == nil {
-			n.logger.Error("state: erasing freed blobs", "err", err)
+		wait := n.opts.BlobGrace
+		err := errors.Join(n.EraseFreed(ctx), n.eraseOrphans(ctx))
+		if err != nil && ctx.Err() == nil {
+			n.logger.Error("state: erasing blobs; trying again", "err", err, "in", retry)
+			wait, retry = min(retry, wait), min(retry*2, time.Minute)
+		} else {
+			retry = time.Second
 		}
-		if err := n.eraseOrphans(ctx); err != nil && ctx.Err() == nil {
-			n.logger.Error("state: erasing orphaned blobs", "err", err)
-		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}

@@ -215,11 +215,12 @@ func TestBlobsLeftBehindAreErasedOnOpen(t *testing.T) {
 	waitFor(t, "the orphan erased", func() bool { return len(statetest.Grep(t, dir, string(orphanMarker))) == 0 })
 }
 
-// waitFor polls cond until it holds or ten seconds pass: the node's blob
-// keeper runs on its own goroutine, and nothing else signals its progress.
+// waitFor polls cond until it holds or thirty seconds pass (a loaded
+// machine): the node's blob keeper runs on its own goroutine, and nothing
+// else signals its progress.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
