@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
@@ -34,6 +35,11 @@ type Hub struct {
 	servers  *supervision
 	status   *statusTable
 
+	// life ends when Close starts: every call the router is serving ends
+	// with it, so closing a session never waits on a stuck server.
+	life    context.Context
+	endLife context.CancelFunc
+
 	applyMu   sync.Mutex
 	closeOnce sync.Once
 }
@@ -52,7 +58,8 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		clean:   sanitize.New(),
 		status:  newStatusTable(),
 	}
-	h.router = &Router{company: h.company, clean: h.clean, log: h.log}
+	h.life, h.endLife = context.WithCancel(context.Background())
+	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout}
 	h.operator = newOperator(operatorDeps{
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, control: h,
 	})
@@ -228,11 +235,28 @@ func (h *Hub) serverRows() []serverRow {
 	return h.status.rows(h.Company(), h.launchOf)
 }
 
+// callTimeout is how long a call to a tool of src may take, by its
+// server's entry in the revision in force.
+func (h *Hub) callTimeout(src Source) time.Duration {
+	if c := h.Company(); c != nil {
+		server := serverOf(src)
+		for _, s := range c.MCPServers {
+			if s.Name == server {
+				return s.CallTimeout()
+			}
+		}
+	}
+	return config.DefaultCallTimeout
+}
+
 // Close stops every in-process server and open operator session. It is safe
-// to call more than once.
+// to call more than once. Calls in flight are cut first (each answered that
+// the hub is shutting down), since closing a session waits for the calls in
+// it, and a call stuck on a server would otherwise hold the close forever.
 func (h *Hub) Close() error {
 	var errs []error
 	h.closeOnce.Do(func() {
+		h.endLife()
 		if h.operator != nil {
 			h.operator.close()
 		}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
@@ -46,7 +48,9 @@ type operatorDeps struct {
 type operator struct {
 	operatorDeps
 
-	putMu     sync.Mutex // one company-file edit at a time
+	refusals  *refusalLog
+	inflight  atomic.Int64 // tools/call requests being answered
+	putMu     sync.Mutex   // one company-file edit at a time
 	mu        sync.Mutex
 	synced    map[string]string // tool name -> sdkKey, as the SDK has it
 	owned     *owners           // who owns each re-exported resource and prompt
@@ -70,8 +74,17 @@ func (f *operator) resourceUpdated(ctx context.Context, p *mcp.ResourceUpdatedNo
 	_ = f.server.ResourceUpdated(ctx, p)
 }
 
-// close ends every open operator session.
+// drainWait bounds how long close lets calls that were just cut answer
+// before their sessions end.
+const drainWait = 2 * time.Second
+
+// close ends every open operator session. The hub has cut the calls in
+// flight already; each is given a moment to answer that it was cut, so a
+// session's client reads why rather than a stream that ended.
 func (f *operator) close() {
+	for deadline := time.Now().Add(drainWait); f.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	for ss := range f.server.Sessions() {
 		ss.Close()
 	}

@@ -68,7 +68,14 @@ type Options struct {
 	// ConfigFile is the company file, which PUT /config/mcp-servers writes;
 	// empty for the embedded company, which cannot be edited.
 	ConfigFile string
+	// SessionIdle closes a 2025 operator session that no request has used
+	// for this long; 30 minutes if 0. Clients that go away without ending
+	// their session would otherwise hold its memory for the hub's life.
+	SessionIdle time.Duration
 }
+
+// DefaultSessionIdle is how long an unused 2025 operator session is kept.
+const DefaultSessionIdle = 30 * time.Minute
 
 // ensureDefaults fills what was left zero.
 func (o *Options) ensureDefaults() {
@@ -83,6 +90,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.StartupWait == 0 {
 		o.StartupWait = 10 * time.Second
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = DefaultSessionIdle
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 4 << 20

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -73,11 +74,29 @@ type MCPServer struct {
 	ToolAnnotations       map[string]map[string]bool `yaml:"tool_annotations"`
 	OptionalKeys          []string                   `yaml:"optional_keys"`
 	StartupTimeoutSeconds int                        `yaml:"startup_timeout_seconds" validate:"gte=0,lte=600"`
+	// CallTimeoutSeconds bounds one tool call to the server; 0 means the
+	// default (DefaultCallTimeout). A call that outlives it is cancelled
+	// at the server and refused unavailable.
+	CallTimeoutSeconds int `yaml:"call_timeout_seconds" validate:"gte=0,lte=3600"`
 	// Delivers names the surface the server's tools put things in front of
 	// people on (CAT-8), when it is not the server itself: a relay that
 	// posts to chat delivers to chat. Unset, a tool delivers to its server
 	// (mcp:<name>); a tool proven read-only delivers nowhere either way.
 	Delivers *string `yaml:"delivers"`
+}
+
+// DefaultCallTimeout bounds a call to a third-party tool when its server
+// sets no call_timeout_seconds: long enough for a slow search or build
+// step, short enough that a server that never answers costs a caller two
+// minutes, not forever.
+const DefaultCallTimeout = 120 * time.Second
+
+// CallTimeout is how long one call to the server's tools may take.
+func (s MCPServer) CallTimeout() time.Duration {
+	if s.CallTimeoutSeconds > 0 {
+		return time.Duration(s.CallTimeoutSeconds) * time.Second
+	}
+	return DefaultCallTimeout
 }
 
 // IsShared reports the effective shared flag (default true).
