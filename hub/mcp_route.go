@@ -60,7 +60,6 @@ func (f *operator) serveMCP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		// A GET is a 2025 session's event stream, open as long as the
 		// session is; a DELETE ends a session.
-		liftReadDeadline(w)
 		if header != "" && rev.atLeast(modernProtocol) {
 			f.stateless.ServeHTTP(w, r)
 			return
@@ -83,7 +82,6 @@ func (f *operator) serveMCP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "could not read the request body", http.StatusBadRequest)
 		return
 	}
-	liftReadDeadline(w)
 	if isBatch(body) && r.Header.Get("Mcp-Session-Id") == "" {
 		// Under 2025-03-26, the one revision with batches, a session is
 		// opened by an initialize request sent on its own; later revisions
@@ -168,14 +166,4 @@ func writeRPCError(w http.ResponseWriter, status int, id any, e *jsonrpc.Error) 
 		ID      any            `json:"id"`
 		Error   *jsonrpc.Error `json:"error"`
 	}{"2.0", id, e})
-}
-
-// liftReadDeadline ends the server's read timeout for this request once
-// nothing more is to be read from it. The timeout bounds a client that is
-// slow to send its request; left in place it would also end a call whose
-// answer takes longer, or a session's event stream, since the server takes
-// a read that times out for the client gone.
-func liftReadDeadline(w http.ResponseWriter) {
-	// A writer that cannot set deadlines (a test recorder) has none to lift.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 }

@@ -44,6 +44,8 @@ type Options struct {
 	Reload <-chan os.Signal
 	// LookupEnv reads the process environment; os.LookupEnv if nil.
 	LookupEnv config.Lookup
+	// HTTP bounds the HTTP server's timeouts and connections.
+	HTTP HTTPLimits
 }
 
 func (o *Options) ensureDefaults() {
@@ -110,7 +112,7 @@ func Run(ctx context.Context, o Options) error {
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv, ln := newHTTPServer(h.Handler(), ln, o.HTTP)
 	served := make(chan error, 1)
 	var wg conc.WaitGroup
 	defer wg.Wait()
