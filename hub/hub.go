@@ -145,6 +145,9 @@ func (h *Hub) Apply(c *config.Company) error {
 	if err := h.check(c); err != nil {
 		return err
 	}
+	if err := h.keepsCredentials(c); err != nil {
+		return err
+	}
 	entries, err := c.OperatorTokens(h.opts.Env)
 	if err != nil {
 		return err
@@ -187,6 +190,26 @@ func (h *Hub) check(c *config.Company) error {
 	}
 	if len(v) > 0 {
 		return v
+	}
+	return nil
+}
+
+// keepsCredentials refuses a revision that declares no credential while
+// the one in force declares its own. Applied, it would trade every token
+// for the generated one and lock out everyone who holds one; a file cut
+// short before its api block, or saved half-written, reads exactly like
+// that. A hub moves to the generated credential only when it starts.
+func (h *Hub) keepsCredentials(c *config.Company) error {
+	cur := h.cfg.Load()
+	if cur == nil {
+		return nil
+	}
+	_, nowGenerated := cur.Credentials()
+	_, nextGenerated := c.Credentials()
+	if !nowGenerated && nextGenerated {
+		return config.Violations{"api.auth.tokens: this revision declares no operator credential while the one in force declares " +
+			"its own; applied, it would replace them all with the generated one and lock out everyone who holds one " +
+			"(a file cut short reads like this). Put the tokens back, or restart the hub to move to the generated credential"}
 	}
 	return nil
 }

@@ -181,6 +181,16 @@ func (v Violations) Error() string {
 	return fmt.Sprintf("the company file has %d problems:\n  - %s", len(v), strings.Join(v, "\n  - "))
 }
 
+const emptySentence = "the file is empty: it declares no unit, seat, MCP server or credential. " +
+	"A file that is still being written, or was cut short, reads like this; a company declares at least one of them"
+
+// declaresNothing reports a document with nothing in it a company is made
+// of: empty, only comments, or an empty mapping.
+func (c *Company) declaresNothing() bool {
+	return c.Company.Name == "" && len(c.Units) == 0 && len(c.Roles) == 0 && len(c.MCPServers) == 0 &&
+		len(c.Integrations) == 0 && c.Tracker.Backend == "" && c.Knowledge.Backend == "" && len(c.API.Auth.Tokens) == 0
+}
+
 // Parse decodes and checks a document. Unknown keys, type errors and rule
 // violations come back together as Violations. ${VAR} references are not
 // resolved here; Resolve does that against an environment.
@@ -199,11 +209,16 @@ func Parse(data []byte) (*Company, error) {
 				out = append(out, e)
 			}
 		case err.Error() == "EOF":
-			// An empty document is an empty company; the rules below say
-			// what it lacks.
+			// No document at all: see below.
 		default:
 			return nil, Violations{"the file is not valid YAML: " + err.Error()}
 		}
+	}
+	if c.declaresNothing() {
+		// A file an editor is still writing, or one truncated to nothing,
+		// reads as an empty company, which would run no seat and no server
+		// and trade every credential for the generated one.
+		return &c, Violations{emptySentence}
 	}
 	out = append(out, c.check()...)
 	if len(out) > 0 {
