@@ -66,6 +66,9 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
+// ShutdownBound is how long a node takes at most to stop once asked.
+const ShutdownBound = 10 * time.Second
+
 // Run serves until ctx ends, then shuts down gracefully: open operator
 // sessions and servers first, then the listener. It returns an error only
 // for a node that could not start or a listener that failed.
@@ -131,13 +134,21 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		case <-ctx.Done():
 			log.Info("hub_stopping")
-			shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			shutdown, cancel := context.WithTimeout(context.Background(), ShutdownBound)
 			defer cancel()
-			// Open sessions hold long-lived streams: close them first so
-			// Shutdown does not wait on them.
+			// The hub first: it cuts the calls in flight, each answered
+			// that the hub is shutting down, and ends the open sessions,
+			// whose streams Shutdown would otherwise wait for.
 			h.Close()
-			if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
+			if err := srv.Shutdown(shutdown); err != nil {
+				// Whatever is still being answered when the bound runs
+				// out is cut: the bound is the operator's, not a
+				// client's.
+				_ = srv.Close()
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, http.ErrServerClosed) {
+					return err
+				}
+				log.Warn("hub_stopped_connections", "reason", "still open when the shutdown bound ran out", "bound", ShutdownBound.String())
 			}
 			return nil
 		}
