@@ -1,6 +1,6 @@
 // Command crewlet runs the Crewlet hub and its tools.
 //
-//	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
+//	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [-debug]
 //	crewlet config check FILE
 //	crewlet secrets set NAME   (value on stdin)
 package main
@@ -12,7 +12,7 @@ import (
 )
 
 const usage = `usage:
-  crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
+  crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [-debug]
   crewlet tracker-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
   crewlet config check FILE
   crewlet config default

@@ -46,6 +46,9 @@ type Options struct {
 	LookupEnv config.Lookup
 	// HTTP bounds the HTTP server's timeouts and connections.
 	HTTP HTTPLimits
+	// SessionIdle closes a 2025 operator session unused this long; the
+	// hub's default (30 minutes) if 0.
+	SessionIdle time.Duration
 }
 
 func (o *Options) ensureDefaults() {
@@ -93,13 +96,14 @@ func Run(ctx context.Context, o Options) error {
 	defer closeNode()
 
 	h, err := hub.New(ctx, hub.Options{
-		Company:    company,
-		Env:        src.env,
-		Logger:     log,
-		Reload:     src.load,
-		Redact:     src.storedValues,
-		ConfigFile: o.ConfigFile,
-		FirstParty: firstParty(node),
+		Company:     company,
+		Env:         src.env,
+		Logger:      log,
+		Reload:      src.load,
+		Redact:      src.storedValues,
+		ConfigFile:  o.ConfigFile,
+		FirstParty:  firstParty(node),
+		SessionIdle: o.SessionIdle,
 	})
 	if err != nil {
 		return err
