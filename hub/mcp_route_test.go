@@ -105,6 +105,14 @@ func TestJSONRPCErrorsAlwaysCarryACode(t *testing.T) {
 		t.Fatalf("subscribe to nothing: %#v", err)
 	}
 
+	// The SDK's own check, before any handler runs: a call that opens no
+	// session.
+	status, rpcErr, raw := rpcPost(t, th.url+"/operator/mcp", map[string]string{"Mcp-Protocol-Version": "2025-11-25"},
+		`{"jsonrpc":"2.0","id":"x\"y","method":"tools/list"}`)
+	if rpcErr == nil || rpcErr.Code != jsonrpc.CodeInvalidRequest {
+		t.Fatalf("a call without a session: %d %s", status, raw)
+	}
+
 	plain := codedErrors(func(context.Context, string, mcp.Request) (mcp.Result, error) {
 		return nil, io.ErrUnexpectedEOF
 	})

@@ -94,7 +94,9 @@ func (f *operator) close() {
 func (h *Hub) Handler() http.Handler {
 	f := h.operator
 	mux := http.NewServeMux()
-	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(f.serveMCP)))))
+	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.serveMCP(codedWriter{w}, r)
+	})))))
 	mux.Handle("GET /tools", f.guard(f.authenticate(http.HandlerFunc(f.serveTools))))
 	mux.Handle("POST /config/reload", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveReload)))))
 	// Server rows show each configured launch, so they are for
