@@ -106,3 +106,18 @@ func TestIdleSessionsAreClosedQuietly(t *testing.T) {
 		t.Fatalf("the session in use was closed: %v", err)
 	}
 }
+
+// GET /debug/runtime tells an administrator the node's goroutines, heap
+// and open operator sessions, to tell growth from load; nobody else.
+func TestRuntimeRouteIsForAdministrators(t *testing.T) {
+	th := newTestHub(t)
+	hubtest.Connect(t, th.url+"/operator/mcp", "ada-token-123456", "2025-11-25")
+	var row runtimeRow
+	if code := getJSON(t, th.url+"/debug/runtime", "ada-token-123456", &row); code != http.StatusOK ||
+		row.Goroutines == 0 || row.HeapAllocBytes == 0 || row.OperatorSessions != 1 {
+		t.Fatalf("%d %+v", code, row)
+	}
+	if code := getJSON(t, th.url+"/debug/runtime", "ci-token-123456", &row); code != http.StatusForbidden {
+		t.Fatalf("a token that is not an administrator's: %d", code)
+	}
+}
