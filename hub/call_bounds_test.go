@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +100,8 @@ func TestCallTimeoutCutsACallAStuckServerNeverAnswers(t *testing.T) {
 // session's notifications/cancelled would.
 func TestStatelessClientThatHangsUpCancelsItsCallUpstream(t *testing.T) {
 	stuck := hubtest.StuckUpstream(t, &mcp.Tool{Name: "hang"})
-	th := newTestHub(t, withServers(t, fmt.Sprintf(`{name: stuck, url: %q}`, stuck.URL)))
+	logs, logger := hubtest.NewLog(slog.LevelDebug)
+	th := newTestHub(t, withServers(t, fmt.Sprintf(`{name: stuck, url: %q}`, stuck.URL)), func(o *Options) { o.Logger = logger })
 	cs := hubtest.Connect(t, th.url+"/operator/mcp", "ada-token-123456", "2026-07-28")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -111,6 +113,17 @@ func TestStatelessClientThatHangsUpCancelsItsCallUpstream(t *testing.T) {
 	cancel()
 	<-done
 	waitFor(t, stuck.Cancelled, "hang", 5*time.Second)
+	// A caller hanging up is no warning: strangers can do it at will.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(logs.Lines("tool_call_abandoned")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the abandoned call was not noted:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if warns := logs.Lines(`"level":"WARN"`, `"tool":"hang"`); len(warns) > 0 {
+		t.Fatalf("a hang-up was logged as a warning: %s", warns[0])
+	}
 }
 
 // Issue 15 finding 5: closing the hub does not wait on calls stuck on a

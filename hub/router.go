@@ -102,6 +102,13 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, e.Source
 	}
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up (a client that hung up): nobody reads the
+		// answer, and a stranger hanging up at will is no warning.
+		r.log.DebugContext(ctx, "tool_call_abandoned", "tool", name, "source", string(e.Source), "seat", caller.Seat)
+		return r.refuse(ctx, name, caller, authority.Refuse(authority.Unavailable,
+			"The call to %q was cancelled by its caller before an answer came back.", name)), e.Source
+	}
 	if err != nil {
 		// The engine's words, never the transport's: the cause is logged.
 		r.log.WarnContext(ctx, "tool_call_failed", "tool", name, "source", string(e.Source), "seat", caller.Seat, "error", err.Error())
