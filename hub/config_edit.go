@@ -204,6 +204,9 @@ func entryYAML(e config.MCPServer) yaml.Node {
 	if e.StartupTimeoutSeconds != 0 {
 		add("startup_timeout_seconds", e.StartupTimeoutSeconds)
 	}
+	if e.CallTimeoutSeconds != 0 {
+		add("call_timeout_seconds", e.CallTimeoutSeconds)
+	}
 	if e.Delivers != nil {
 		add("delivers", *e.Delivers)
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
@@ -35,6 +36,11 @@ type Hub struct {
 	servers  *supervision
 	status   *statusTable
 
+	// life ends when Close starts: every call the router is serving ends
+	// with it, so closing a session never waits on a stuck server.
+	life    context.Context
+	endLife context.CancelFunc
+
 	applyMu sync.Mutex
 	// given is every value any revision has handed out, under applyMu.
 	given     map[string]bool
@@ -55,7 +61,8 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		clean:   opts.Sanitizer,
 		status:  newStatusTable(),
 	}
-	h.router = &Router{company: h.company, clean: h.clean, log: h.log}
+	h.life, h.endLife = context.WithCancel(context.Background())
+	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout}
 	h.operator = newOperator(operatorDeps{
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, control: h,
 	})
@@ -142,6 +149,9 @@ func (h *Hub) Apply(c *config.Company) error {
 	if err := h.check(c); err != nil {
 		return err
 	}
+	if err := h.keepsCredentials(c); err != nil {
+		return err
+	}
 	entries, err := c.OperatorTokens(h.opts.Env)
 	if err != nil {
 		return err
@@ -197,6 +207,26 @@ func (h *Hub) check(c *config.Company) error {
 	return nil
 }
 
+// keepsCredentials refuses a revision that declares no credential while
+// the one in force declares its own. Applied, it would trade every token
+// for the generated one and lock out everyone who holds one; a file cut
+// short before its api block, or saved half-written, reads exactly like
+// that. A hub moves to the generated credential only when it starts.
+func (h *Hub) keepsCredentials(c *config.Company) error {
+	cur := h.cfg.Load()
+	if cur == nil {
+		return nil
+	}
+	_, nowGenerated := cur.Credentials()
+	_, nextGenerated := c.Credentials()
+	if !nowGenerated && nextGenerated {
+		return config.Violations{"api.auth.tokens: this revision declares no operator credential while the one in force declares " +
+			"its own; applied, it would replace them all with the generated one and lock out everyone who holds one " +
+			"(a file cut short reads like this). Put the tokens back, or restart the hub to move to the generated credential"}
+	}
+	return nil
+}
+
 // Reload re-reads the company through Options.Reload and applies it.
 func (h *Hub) Reload() error {
 	if h.opts.Reload == nil {
@@ -241,11 +271,28 @@ func (h *Hub) serverRows() []serverRow {
 	return h.status.rows(h.Company(), h.launchOf)
 }
 
+// callTimeout is how long a call to a tool of src may take, by its
+// server's entry in the revision in force.
+func (h *Hub) callTimeout(src Source) time.Duration {
+	if c := h.Company(); c != nil {
+		server := serverOf(src)
+		for _, s := range c.MCPServers {
+			if s.Name == server {
+				return s.CallTimeout()
+			}
+		}
+	}
+	return config.DefaultCallTimeout
+}
+
 // Close stops every in-process server and open operator session. It is safe
-// to call more than once.
+// to call more than once. Calls in flight are cut first (each answered that
+// the hub is shutting down), since closing a session waits for the calls in
+// it, and a call stuck on a server would otherwise hold the close forever.
 func (h *Hub) Close() error {
 	var errs []error
 	h.closeOnce.Do(func() {
+		h.endLife()
 		if h.operator != nil {
 			h.operator.close()
 		}

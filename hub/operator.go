@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
@@ -46,7 +48,9 @@ type operatorDeps struct {
 type operator struct {
 	operatorDeps
 
-	putMu     sync.Mutex // one company-file edit at a time
+	refusals  *refusalLog
+	inflight  atomic.Int64 // tools/call requests being answered
+	putMu     sync.Mutex   // one company-file edit at a time
 	mu        sync.Mutex
 	synced    map[string]string // tool name -> sdkKey, as the SDK has it
 	owned     *owners           // who owns each re-exported resource and prompt
@@ -70,8 +74,17 @@ func (f *operator) resourceUpdated(ctx context.Context, p *mcp.ResourceUpdatedNo
 	_ = f.server.ResourceUpdated(ctx, p)
 }
 
-// close ends every open operator session.
+// drainWait bounds how long close lets calls that were just cut answer
+// before their sessions end.
+const drainWait = 2 * time.Second
+
+// close ends every open operator session. The hub has cut the calls in
+// flight already; each is given a moment to answer that it was cut, so a
+// session's client reads why rather than a stream that ended.
 func (f *operator) close() {
+	for deadline := time.Now().Add(drainWait); f.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	for ss := range f.server.Sessions() {
 		ss.Close()
 	}
@@ -81,7 +94,9 @@ func (f *operator) close() {
 func (h *Hub) Handler() http.Handler {
 	f := h.operator
 	mux := http.NewServeMux()
-	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(f.serveMCP)))))
+	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.serveMCP(codedWriter{w}, r)
+	})))))
 	mux.Handle("GET /tools", f.guard(f.authenticate(http.HandlerFunc(f.serveTools))))
 	mux.Handle("POST /config/reload", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveReload)))))
 	// Server rows show each configured launch, so they are for
@@ -89,6 +104,7 @@ func (h *Hub) Handler() http.Handler {
 	mux.Handle("GET /mcp-servers", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServers)))))
 	mux.Handle("GET /mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServer)))))
 	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
+	mux.Handle("GET /debug/runtime", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveRuntime)))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", Version)

@@ -80,7 +80,14 @@ type Options struct {
 	// next start can end what a node killed outright left running; nil
 	// writes nothing.
 	Ledger *upstream.Ledger
+	// SessionIdle closes a 2025 operator session that no request has used
+	// for this long; 30 minutes if 0. Clients that go away without ending
+	// their session would otherwise hold its memory for the hub's life.
+	SessionIdle time.Duration
 }
+
+// DefaultSessionIdle is how long an unused 2025 operator session is kept.
+const DefaultSessionIdle = 30 * time.Minute
 
 // ensureDefaults fills what was left zero.
 func (o *Options) ensureDefaults() {
@@ -95,6 +102,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.StartupWait == 0 {
 		o.StartupWait = 10 * time.Second
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = DefaultSessionIdle
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 4 << 20

@@ -8,6 +8,7 @@ import (
 	runtimedebug "runtime/debug"
 	"syscall"
 
+	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/serve"
 )
 
@@ -18,6 +19,7 @@ func serveCmd(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8420", "address to listen on; port 0 picks a free one")
 	dataDir := fs.String("data-dir", "./.crewlet", "where the hub keeps its data")
 	debug := fs.Bool("debug", false, "log at debug level")
+	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -33,10 +35,11 @@ func serveCmd(args []string) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	return serve.Run(ctx, serve.Options{
-		ConfigFile: *cfgPath,
-		Listen:     *listen,
-		DataDir:    *dataDir,
-		Logger:     newLogger(*debug),
-		Reload:     hup,
+		ConfigFile:  *cfgPath,
+		Listen:      *listen,
+		DataDir:     *dataDir,
+		Logger:      newLogger(*debug),
+		Reload:      hup,
+		SessionIdle: *sessionIdle,
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -73,11 +74,29 @@ type MCPServer struct {
 	ToolAnnotations       map[string]map[string]bool `yaml:"tool_annotations"`
 	OptionalKeys          []string                   `yaml:"optional_keys"`
 	StartupTimeoutSeconds int                        `yaml:"startup_timeout_seconds" validate:"gte=0,lte=600"`
+	// CallTimeoutSeconds bounds one tool call to the server; 0 means the
+	// default (DefaultCallTimeout). A call that outlives it is cancelled
+	// at the server and refused unavailable.
+	CallTimeoutSeconds int `yaml:"call_timeout_seconds" validate:"gte=0,lte=3600"`
 	// Delivers names the surface the server's tools put things in front of
 	// people on (CAT-8), when it is not the server itself: a relay that
 	// posts to chat delivers to chat. Unset, a tool delivers to its server
 	// (mcp:<name>); a tool proven read-only delivers nowhere either way.
 	Delivers *string `yaml:"delivers"`
+}
+
+// DefaultCallTimeout bounds a call to a third-party tool when its server
+// sets no call_timeout_seconds: long enough for a slow search or build
+// step, short enough that a server that never answers costs a caller two
+// minutes, not forever.
+const DefaultCallTimeout = 120 * time.Second
+
+// CallTimeout is how long one call to the server's tools may take.
+func (s MCPServer) CallTimeout() time.Duration {
+	if s.CallTimeoutSeconds > 0 {
+		return time.Duration(s.CallTimeoutSeconds) * time.Second
+	}
+	return DefaultCallTimeout
 }
 
 // IsShared reports the effective shared flag (default true).
@@ -162,6 +181,16 @@ func (v Violations) Error() string {
 	return fmt.Sprintf("the company file has %d problems:\n  - %s", len(v), strings.Join(v, "\n  - "))
 }
 
+const emptySentence = "the file is empty: it declares no unit, seat, MCP server or credential. " +
+	"A file that is still being written, or was cut short, reads like this; a company declares at least one of them"
+
+// declaresNothing reports a document with nothing in it a company is made
+// of: empty, only comments, or an empty mapping.
+func (c *Company) declaresNothing() bool {
+	return c.Company.Name == "" && len(c.Units) == 0 && len(c.Roles) == 0 && len(c.MCPServers) == 0 &&
+		len(c.Integrations) == 0 && c.Tracker.Backend == "" && c.Knowledge.Backend == "" && len(c.API.Auth.Tokens) == 0
+}
+
 // Parse decodes and checks a document. Unknown keys, type errors and rule
 // violations come back together as Violations. ${VAR} references are not
 // resolved here; Resolve does that against an environment.
@@ -180,11 +209,16 @@ func Parse(data []byte) (*Company, error) {
 				out = append(out, e)
 			}
 		case err.Error() == "EOF":
-			// An empty document is an empty company; the rules below say
-			// what it lacks.
+			// No document at all: see below.
 		default:
 			return nil, Violations{"the file is not valid YAML: " + err.Error()}
 		}
+	}
+	if c.declaresNothing() {
+		// A file an editor is still writing, or one truncated to nothing,
+		// reads as an empty company, which would run no seat and no server
+		// and trade every credential for the generated one.
+		return &c, Violations{emptySentence}
 	}
 	out = append(out, c.check()...)
 	if len(out) > 0 {

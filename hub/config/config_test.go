@@ -130,16 +130,32 @@ func TestEffectiveTransportAndShared(t *testing.T) {
 	}
 }
 
+// FuzzParse holds the parser of the company file, which a stranger's
+// PUT /config/mcp-servers body and a half-saved file both reach, to a
+// report or a company that can be administered: never a panic, never an
+// accepted document that is empty or leaves nobody an administrator's
+// credential (issue 15, finding 3). Every check document seeds it, and so
+// does each of them cut short, as an editor's save leaves a file.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/check/*.yaml")
 	for _, p := range files {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
+		f.Add(b[:len(b)/2])
 	}
+	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err == nil && c == nil {
 			t.Fatal("nil company without error")
+		}
+		if err == nil {
+			if c.declaresNothing() {
+				t.Fatalf("an empty company was accepted: %q", data)
+			}
+			if !administered(c) {
+				t.Fatalf("a company nobody administers was accepted: %q", data)
+			}
 		}
 		if err != nil {
 			var v Violations
@@ -148,4 +164,20 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// administered reports whether one of the company's credentials is an
+// administrator's.
+func administered(c *Company) bool {
+	tokens, _ := c.Credentials()
+	dir := c.Directory()
+	for _, t := range tokens {
+		if t.Seat == "" && t.Admin {
+			return true
+		}
+		if s, ok := dir.Seat(t.Seat); t.Seat != "" && ok && s.Admin {
+			return true
+		}
+	}
+	return false
 }

@@ -46,6 +46,11 @@ type Options struct {
 	Reload <-chan os.Signal
 	// LookupEnv reads the process environment; os.LookupEnv if nil.
 	LookupEnv config.Lookup
+	// HTTP bounds the HTTP server's timeouts and connections.
+	HTTP HTTPLimits
+	// SessionIdle closes a 2025 operator session unused this long; the
+	// hub's default (30 minutes) if 0.
+	SessionIdle time.Duration
 }
 
 func (o *Options) ensureDefaults() {
@@ -65,6 +70,9 @@ func (o *Options) ensureDefaults() {
 		o.LookupEnv = os.LookupEnv
 	}
 }
+
+// ShutdownBound is how long a node takes at most to stop once asked.
+const ShutdownBound = 10 * time.Second
 
 // Run serves until ctx ends, then shuts down gracefully: open operator
 // sessions and servers first, then the listener. It returns an error only
@@ -100,15 +108,16 @@ func Run(ctx context.Context, o Options) error {
 	defer closeNode()
 
 	h, err := hub.New(ctx, hub.Options{
-		Company:    company,
-		Env:        src.env,
-		Logger:     log,
-		Reload:     src.load,
-		Redact:     src.storedValues,
-		ConfigFile: o.ConfigFile,
-		FirstParty: firstParty(node),
-		Sanitizer:  clean,
-		Ledger:     ledger,
+		Company:     company,
+		Env:         src.env,
+		Logger:      log,
+		Reload:      src.load,
+		Redact:      src.storedValues,
+		ConfigFile:  o.ConfigFile,
+		FirstParty:  firstParty(node),
+		Sanitizer:   clean,
+		Ledger:      ledger,
+		SessionIdle: o.SessionIdle,
 	})
 	if err != nil {
 		return err
@@ -124,7 +133,7 @@ func Run(ctx context.Context, o Options) error {
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv, ln := newHTTPServer(h.Handler(), ln, o.HTTP)
 	served := make(chan error, 1)
 	var wg conc.WaitGroup
 	defer wg.Wait()
@@ -143,13 +152,21 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		case <-ctx.Done():
 			log.Info("hub_stopping")
-			shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			shutdown, cancel := context.WithTimeout(context.Background(), ShutdownBound)
 			defer cancel()
-			// Open sessions hold long-lived streams: close them first so
-			// Shutdown does not wait on them.
+			// The hub first: it cuts the calls in flight, each answered
+			// that the hub is shutting down, and ends the open sessions,
+			// whose streams Shutdown would otherwise wait for.
 			h.Close()
-			if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
+			if err := srv.Shutdown(shutdown); err != nil {
+				// Whatever is still being answered when the bound runs
+				// out is cut: the bound is the operator's, not a
+				// client's.
+				_ = srv.Close()
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, http.ErrServerClosed) {
+					return err
+				}
+				log.Warn("hub_stopped_connections", "reason", "still open when the shutdown bound ran out", "bound", ShutdownBound.String())
 			}
 			return nil
 		}
