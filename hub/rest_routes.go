@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"sort"
 
 	"github.com/crewlet/hub/authority"
@@ -108,20 +109,37 @@ func (f *operator) serveMCPServer(w http.ResponseWriter, r *http.Request) {
 }
 
 // runtimeRow is GET /debug/runtime: what a soak or an operator watching a
-// long-running node needs to tell growth from load. The process's RSS,
-// files and children are the operating system's to tell.
+// long-running node needs to tell growth from load, and what a load run
+// needs to say what a call costs in allocations. The process's RSS, files
+// and children are the operating system's to tell.
 type runtimeRow struct {
 	Goroutines       int    `json:"goroutines"`
 	HeapAllocBytes   uint64 `json:"heap_alloc_bytes"`
 	HeapSysBytes     uint64 `json:"heap_sys_bytes"`
 	GCCycles         uint32 `json:"gc_cycles"`
 	OperatorSessions int    `json:"operator_sessions"`
+	// Mallocs and TotalAllocBytes only grow: the difference between two
+	// readings is what was allocated between them.
+	Mallocs         uint64 `json:"mallocs"`
+	TotalAllocBytes uint64 `json:"total_alloc_bytes"`
+	// HeapInuseBytes and StackInuseBytes, read after ?gc=1, are the live
+	// memory the node holds: what a thousand idle sessions cost.
+	HeapInuseBytes  uint64 `json:"heap_inuse_bytes"`
+	StackInuseBytes uint64 `json:"stack_inuse_bytes"`
 }
 
 func (f *operator) serveRuntime(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("gc") == "1" {
+		// An administrator's request for live memory rather than live
+		// memory plus whatever garbage the GC target lets accumulate;
+		// what is freed is returned to the system, so the resident set
+		// read next says the same.
+		debug.FreeOSMemory()
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	row := runtimeRow{Goroutines: runtime.NumGoroutine(), HeapAllocBytes: ms.HeapAlloc, HeapSysBytes: ms.HeapSys, GCCycles: ms.NumGC}
+	row := runtimeRow{Goroutines: runtime.NumGoroutine(), HeapAllocBytes: ms.HeapAlloc, HeapSysBytes: ms.HeapSys, GCCycles: ms.NumGC,
+		Mallocs: ms.Mallocs, TotalAllocBytes: ms.TotalAlloc, HeapInuseBytes: ms.HeapInuse, StackInuseBytes: ms.StackInuse}
 	for range f.server.Sessions() {
 		row.OperatorSessions++
 	}

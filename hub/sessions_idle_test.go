@@ -117,6 +117,13 @@ func TestRuntimeRouteIsForAdministrators(t *testing.T) {
 		row.Goroutines == 0 || row.HeapAllocBytes == 0 || row.OperatorSessions != 1 {
 		t.Fatalf("%d %+v", code, row)
 	}
+	// Allocation counters only grow, so a load run can take differences.
+	before := row
+	if code := getJSON(t, th.url+"/debug/runtime?gc=1", "ada-token-123456", &row); code != http.StatusOK ||
+		row.Mallocs <= before.Mallocs || row.TotalAllocBytes <= before.TotalAllocBytes ||
+		row.GCCycles <= before.GCCycles || row.StackInuseBytes == 0 || row.HeapInuseBytes == 0 {
+		t.Fatalf("after a collection asked for: %d %+v (before %+v)", code, row, before)
+	}
 	if code := getJSON(t, th.url+"/debug/runtime", "ci-token-123456", &row); code != http.StatusForbidden {
 		t.Fatalf("a token that is not an administrator's: %d", code)
 	}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -71,4 +74,69 @@ func perCall(d time.Duration, calls int64) string {
 		return "-"
 	}
 	return strconv.FormatInt(d.Microseconds()/calls, 10)
+}
+
+// allocUse is what the hub allocated, from its GET /debug/runtime: the
+// counters only grow, so two readings bracket a measurement.
+type allocUse struct {
+	objects, bytes uint64
+	ok             bool
+}
+
+func (a allocUse) sub(b allocUse) allocUse {
+	return allocUse{objects: a.objects - b.objects, bytes: a.bytes - b.bytes, ok: a.ok && b.ok}
+}
+
+// sampleAllocs reads the hub's allocation counters; ok is false on the
+// direct path, and for a hub too old to report them.
+func sampleAllocs(ctx context.Context, url string, tr http.RoundTripper, token string) (allocUse, bool) {
+	if url == "" {
+		return allocUse{}, false
+	}
+	row, err := hubRuntime(ctx, url, tr, token, false)
+	if err != nil || row.Mallocs == 0 {
+		return allocUse{}, false
+	}
+	return allocUse{objects: row.Mallocs, bytes: row.TotalAllocBytes, ok: true}, true
+}
+
+// runtimeRow is what the hub's GET /debug/runtime answers.
+type runtimeRow struct {
+	Goroutines       int    `json:"goroutines"`
+	HeapAllocBytes   uint64 `json:"heap_alloc_bytes"`
+	OperatorSessions int    `json:"operator_sessions"`
+	Mallocs          uint64 `json:"mallocs"`
+	TotalAllocBytes  uint64 `json:"total_alloc_bytes"`
+	HeapInuseBytes   uint64 `json:"heap_inuse_bytes"`
+	StackInuseBytes  uint64 `json:"stack_inuse_bytes"`
+}
+
+// hubRuntime reads the hub's runtime figures; gc asks it to collect first,
+// so the heap figures are live memory.
+func hubRuntime(ctx context.Context, url string, tr http.RoundTripper, token string, gc bool) (runtimeRow, error) {
+	var row runtimeRow
+	if gc {
+		url += "?gc=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return row, err
+	}
+	resp, err := (&http.Client{Transport: bearerRT{token, tr}, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return row, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return row, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return row, json.NewDecoder(resp.Body).Decode(&row)
+}
+
+// perCallFloat renders n spread over calls.
+func perCallFloat(n uint64, calls int64) string {
+	if calls == 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(n)/float64(calls), 'f', 0, 64)
 }

@@ -32,23 +32,26 @@ func newEchoServer() *mcp.Server {
 	return s
 }
 
-// echoHandler serves the echo server over streamable HTTP, stateless. Stateless
-// because go-sdk v1.8.0 speaks MCP 2026-07-28 over HTTP only statelessly, and
-// the hub's front answers a 2026-07-28 client with its stateless handler too:
-// the direct path and both HTTP hops of the hub path then speak the same
-// revision through the same SDK code, so the ratio compares like with like.
-// It also keeps no per-session state, as a remote vendor behind a load
-// balancer would.
+// echoHandler serves the echo server over streamable HTTP at two paths:
+// statelessly at /mcp, which is how go-sdk v1.8.0 speaks MCP 2026-07-28
+// over HTTP (and what the hub's upstream link uses, as a vendor's server
+// behind a load balancer would be reached), and with sessions at
+// /session/mcp, where a 2025-11-25 client gets what it gets from the hub's
+// front: a stateful session with its event stream. The direct baseline of
+// each revision calls the path that revision is served on.
 func echoHandler() http.Handler {
 	s := newEchoServer()
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
-		&mcp.StreamableHTTPOptions{Stateless: true})
+	get := func(*http.Request) *mcp.Server { return s }
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true}))
+	mux.Handle("/session/mcp", mcp.NewStreamableHTTPHandler(get, nil))
+	return mux
 }
 
 func echoServer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("echo-server", flag.ContinueOnError)
 	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout")
-	addr := fs.String("http", "", "serve streamable HTTP on ADDR at /mcp (port 0 picks a free one; the address is printed)")
+	addr := fs.String("http", "", "serve streamable HTTP on ADDR at /mcp, stateless, and /session/mcp, with sessions (port 0 picks a free one; the address is printed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -73,9 +76,7 @@ func serveEchoHTTP(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", echoHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: echoHandler(), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	// The parent reads this one line to learn the port.

@@ -13,13 +13,23 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// target is one way of reaching the echo tool.
+// target is one way of reaching a tool: the echo tool directly or through
+// the hub, or one of the hub's own first-party tools.
 type target struct {
-	path  string // as shown in the table
-	url   string
-	token string // bearer token, "" for none
-	tool  string
+	path   string // as shown in the table
+	rev    string // the protocol revision its client sessions speak
+	url    string
+	token  string // bearer token, "" for none
+	tool   string
+	direct bool // the baseline the hub's rows of the same revision are compared with
+	// args gives the arguments of a session's n-th call; nil: the echo text.
+	args func(session, n int) map[string]any
+	// check judges an answer; nil: it must be the echo text.
+	check func(*mcp.CallToolResult) error
 	cpu   cpuRoles
+	// runtime is the hub's GET /debug/runtime, which says what the hub
+	// allocated during a measurement; "" on the direct path.
+	runtime string
 }
 
 // measurement is one row of the table.
@@ -31,6 +41,7 @@ type measurement struct {
 	elapsed  time.Duration
 	p50, p99 time.Duration
 	cpu      cpuUse // spent during the measured window, by role
+	allocs   allocUse
 }
 
 func (m measurement) rate() float64 {
@@ -64,19 +75,27 @@ type loadOptions struct {
 
 const echoText = "hello from crewlet-load"
 
-// connect opens n go-sdk client sessions to t. The SDK's default revision
-// negotiation is used (server/discover first), as any go-sdk client would.
+// connect opens n go-sdk client sessions to t, on t's revision: a
+// 2025-11-25 session initializes and opens its event stream, a 2026-07-28
+// one discovers and then sends each request on its own, as any go-sdk
+// client of that revision does.
 func connect(ctx context.Context, t target, n int, tr http.RoundTripper) ([]*mcp.ClientSession, error) {
 	hc := &http.Client{Transport: bearerRT{t.token, tr}}
 	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet-load", Version: "0"}, nil)
 	out := make([]*mcp.ClientSession, 0, n)
 	for range n {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: t.url, HTTPClient: hc}, nil)
+		cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: t.url, HTTPClient: hc},
+			&mcp.ClientSessionOptions{ProtocolVersion: t.rev})
 		cancel()
 		if err != nil {
 			closeAll(out)
-			return nil, fmt.Errorf("%s: connect: %w", t.path, err)
+			return nil, fmt.Errorf("%s (%s): connect: %w", t.path, t.rev, err)
+		}
+		if got := cs.InitializeResult().ProtocolVersion; t.rev != "" && got != t.rev {
+			_ = cs.Close()
+			closeAll(out)
+			return nil, fmt.Errorf("%s: asked for revision %s, the server chose %s", t.path, t.rev, got)
 		}
 		out = append(out, cs)
 	}
@@ -89,23 +108,30 @@ func closeAll(ss []*mcp.ClientSession) {
 	}
 }
 
-func callOnce(ctx context.Context, cs *mcp.ClientSession, tool string, timeout time.Duration) error {
+func callOnce(ctx context.Context, cs *mcp.ClientSession, t target, session, n int, timeout time.Duration) error {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": echoText}})
+	args := map[string]any{"text": echoText}
+	if t.args != nil {
+		args = t.args(session, n)
+	}
+	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: t.tool, Arguments: args})
 	if err != nil {
 		return err
 	}
+	if t.check != nil {
+		return t.check(res)
+	}
 	if res.IsError || len(res.Content) != 1 {
-		return fmt.Errorf("%s answered an error or an unexpected result: %+v", tool, res.Content)
+		return fmt.Errorf("%s answered an error or an unexpected result: %+v", t.tool, res.Content)
 	}
 	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != echoText {
-		return fmt.Errorf("%s answered something other than its text", tool)
+		return fmt.Errorf("%s answered something other than its text", t.tool)
 	}
 	return nil
 }
 
-// measure runs n sessions, each calling t's echo tool back to back (a closed
+// measure runs n sessions, each calling t's tool back to back (a closed
 // loop: a session sends its next call when the last one answered), until the
 // duration is over or maxCalls calls were started.
 func measure(ctx context.Context, t target, n int, o loadOptions) (measurement, error) {
@@ -118,9 +144,9 @@ func measure(ctx context.Context, t target, n int, o loadOptions) (measurement, 
 	// One call per session before the clock starts: connections are open
 	// and the path is proven to work, so a broken setup fails here with its
 	// own error instead of as a row of failures.
-	for _, cs := range sessions {
-		if err := callOnce(ctx, cs, t.tool, o.callTimeout); err != nil {
-			return m, fmt.Errorf("%s: warm-up call: %w", t.path, err)
+	for k, cs := range sessions {
+		if err := callOnce(ctx, cs, t, k, -1, o.callTimeout); err != nil {
+			return m, fmt.Errorf("%s (%s): warm-up call: %w", t.path, t.rev, err)
 		}
 	}
 
@@ -131,17 +157,18 @@ func measure(ctx context.Context, t target, n int, o loadOptions) (measurement, 
 	runCtx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	var wg sync.WaitGroup
+	alloc0, allocOK := sampleAllocs(ctx, t.runtime, o.transport, t.token)
 	cpu0 := sampleCPU(t.cpu)
 	begin := time.Now()
 	for k, cs := range sessions {
 		wg.Go(func() {
 			mine := make([]time.Duration, 0, 1024)
-			for runCtx.Err() == nil && started.Add(1) <= o.maxCalls {
+			for i := 0; runCtx.Err() == nil && started.Add(1) <= o.maxCalls; i++ {
 				t0 := time.Now()
 				// The call gets its own bound, not runCtx's: a call in
 				// flight when the duration ends is let finish, so the
 				// end of the window is not counted as a failure.
-				err := callOnce(ctx, cs, t.tool, o.callTimeout)
+				err := callOnce(ctx, cs, t, k, i, o.callTimeout)
 				d := time.Since(t0)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -159,6 +186,9 @@ func measure(ctx context.Context, t target, n int, o loadOptions) (measurement, 
 	wg.Wait()
 	m.elapsed = time.Since(begin)
 	m.cpu = sampleCPU(t.cpu).sub(cpu0)
+	if alloc1, ok := sampleAllocs(ctx, t.runtime, o.transport, t.token); ok && allocOK {
+		m.allocs = alloc1.sub(alloc0)
+	}
 	if ctx.Err() != nil {
 		return m, ctx.Err()
 	}
@@ -167,10 +197,10 @@ func measure(ctx context.Context, t target, n int, o loadOptions) (measurement, 
 	m.calls, m.failed = int64(len(all)), failed.Load()
 	m.p50, m.p99 = quantile(all, 0.50), quantile(all, 0.99)
 	if m.failed > 0 {
-		fmt.Printf("  %s x%d: %d calls failed; first: %v\n", t.path, n, m.failed, firstErr)
+		fmt.Printf("  %s x%d (%s): %d calls failed; first: %v\n", t.path, n, t.rev, m.failed, firstErr)
 	}
 	if m.calls == 0 {
-		return m, errors.Join(fmt.Errorf("%s: no call succeeded", t.path), firstErr)
+		return m, errors.Join(fmt.Errorf("%s (%s): no call succeeded", t.path, t.rev), firstErr)
 	}
 	return m, nil
 }

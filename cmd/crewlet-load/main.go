@@ -1,7 +1,9 @@
 // Command crewlet-load measures what the hub costs a tool call: the same echo
-// upstream called directly and through the hub, in one run, side by side.
+// upstream called directly and through the hub, on each protocol revision,
+// in one run, side by side; the hub's own first-party reads and writes; and
+// what an idle session holds.
 //
-//	crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64]
+//	crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--revisions 2025-11-25,2026-07-28] [--sections forward,first-party,tracker,idle]
 //	crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s]
 //	crewlet-load echo-server (--stdio | --http ADDR)
 //
@@ -19,7 +21,9 @@ import (
 )
 
 const usage = `usage:
-  crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--rounds 1] [--hub-env K=V]... [--max-calls N] [--keep]
+  crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--revisions 2025-11-25,2026-07-28]
+                   [--sections forward,first-party,tracker,idle] [--write-sessions 64] [--list-sessions 16] [--idle-sessions 1000]
+                   [--rounds 1] [--hub-env K=V]... [--max-calls N] [--profile DIR] [--keep]
   crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s] [--call-timeout 30s] [--keep]
   crewlet-load echo-server (--stdio | --http ADDR)`
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,8 +18,9 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // tokenVar names the variable the hub reads the operator token from. If it
@@ -31,16 +33,37 @@ const (
 	hubStdioTool = "stdio_echo"
 )
 
+// Protocol revisions a client of the hub may speak: the last with
+// sessions, and the first without.
+const (
+	rev2025 = "2025-11-25"
+	rev2026 = "2026-07-28"
+)
+
+// Sections of a run.
+const (
+	secForward    = "forward"     // the echo tool: direct, through the hub over HTTP and over stdio
+	secFirstParty = "first-party" // the hub's own tracker reads
+	secTracker    = "tracker"     // durable creates and long lists through /operator/mcp
+	secIdle       = "idle"        // what an idle 2025 session with its event stream holds
+)
+
 func run(ctx context.Context, args []string) (err error) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	hubBin := fs.String("hub-binary", "", "the crewlet binary; default: crewlet beside this binary, then on PATH, then `go build ./cmd/crewlet` from the current module")
 	duration := fs.Duration("duration", 10*time.Second, "how long each measurement runs")
-	sessionList := fs.String("sessions", "1,8,64", "concurrency levels: how many client sessions call at once")
+	sessionList := fs.String("sessions", "1,8,64", "concurrency levels of the forward and first-party sections: how many client sessions call at once")
+	revList := fs.String("revisions", rev2025+","+rev2026, "the protocol revisions the client sessions speak, each measured")
+	sectionList := fs.String("sections", strings.Join([]string{secForward, secFirstParty, secTracker, secIdle}, ","), "what to measure")
+	writeSessions := fs.Int("write-sessions", 64, "sessions calling create_work_item at once (tracker section)")
+	listSessions := fs.Int("list-sessions", 16, "sessions calling list_work_items with limit 50 at once (tracker section)")
+	idleSessions := fs.Int("idle-sessions", 1000, "2025-11-25 sessions held open, idle, with their event streams (idle section)")
 	maxCalls := fs.Int64("max-calls", 2_000_000, "bound on the calls of one measurement")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "bound on one call")
 	rounds := fs.Int("rounds", 1, "measure every row this many times, interleaved, and report the round with the median calls/s (for a noisy machine)")
 	var hubEnv listFlag
 	fs.Var(&hubEnv, "hub-env", "KEY=VALUE added to the hub's environment only, e.g. GOGC=400 (repeatable)")
+	profile := fs.String("profile", "", "a directory: a hub built with -tags pprof is asked for a CPU and an allocation profile of every hub row, saved there")
 	keep := fs.Bool("keep", false, "keep the temporary directory (company file, hub log)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -48,6 +71,19 @@ func run(ctx context.Context, args []string) (err error) {
 	levels, err := parseLevels(*sessionList)
 	if err != nil {
 		return err
+	}
+	revs, err := parseRevisions(*revList)
+	if err != nil {
+		return err
+	}
+	sections := map[string]bool{}
+	for s := range strings.SplitSeq(*sectionList, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case secForward, secFirstParty, secTracker, secIdle:
+			sections[s] = true
+		default:
+			return fmt.Errorf("--sections: %q is none of %s, %s, %s, %s", s, secForward, secFirstParty, secTracker, secIdle)
+		}
 	}
 	if *rounds < 1 {
 		return errors.New("--rounds: at least 1")
@@ -111,7 +147,19 @@ func run(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	defer logf.Close()
-	hubCmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", tmp, "--config", cfg)
+	pprofAddr := ""
+	if *profile != "" {
+		if err := os.MkdirAll(*profile, 0o755); err != nil {
+			return err
+		}
+		if pprofAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		hubEnv = append(hubEnv, "CREWLET_PPROF="+pprofAddr)
+	}
+	// Room for the idle sessions' event streams, each a connection.
+	hubCmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", tmp, "--config", cfg,
+		"--max-conns", strconv.Itoa(max(*idleSessions, 1000)+256))
 	hubCmd.Env = append(append(os.Environ(), tokenVar+"="+token), hubEnv...)
 	hubCmd.Stdout, hubCmd.Stderr = logf, logf
 	hub, err := startProc("hub", hubCmd)
@@ -136,10 +184,11 @@ func run(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("hub: %w; its log is %s", err, logf.Name())
 	}
 	hubURL := "http://" + hubAddr + "/operator/mcp"
+	runtimeURL := "http://" + hubAddr + "/debug/runtime"
 
 	// The default Transport keeps 2 idle connections per host, which would
 	// make 64 sessions open and close a connection per call.
-	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second}
+	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 90 * time.Second}
 	defer tr.CloseIdleConnections()
 	if err := waitTools(ctx, hubURL, token, tr, 30*time.Second, hubHTTPTool, hubStdioTool); err != nil {
 		return fmt.Errorf("hub: %w; its log is %s", err, logf.Name())
@@ -151,38 +200,187 @@ func run(ctx context.Context, args []string) (err error) {
 		stdioChild = kids[0]
 	}
 	echoPID, hubPID := echo.cmd.Process.Pid, hub.cmd.Process.Pid
-	targets := []target{
-		{path: "direct http", url: echoURL, tool: "echo", cpu: cpuRoles{upstream: echoPID}},
-		{path: "hub -> http", url: hubURL, token: token, tool: hubHTTPTool, cpu: cpuRoles{hub: hubPID, upstream: echoPID}},
-		{path: "hub -> stdio", url: hubURL, token: token, tool: hubStdioTool, cpu: cpuRoles{hub: hubPID, upstream: stdioChild}},
-	}
 	opts := loadOptions{duration: *duration, maxCalls: *maxCalls, callTimeout: *callTimeout, transport: tr}
-	fmt.Printf("crewlet-load: %d CPUs, GOMAXPROCS %d; %s per measurement; echo %s; hub %s (%s)\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, echoURL, hubURL, bin)
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("crewlet-load: %d CPUs, GOMAXPROCS %d; %s per measurement, %d round(s); load average %s; echo %s; hub %s (%s)\n",
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, *rounds, strings.Join(strings.Fields(string(load))[:3], " "), echoURL, hubURL, bin)
+
+	hubTarget := func(path, rev, tool string, upstreamPID int) target {
+		return target{path: path, rev: rev, url: hubURL, token: token, tool: tool,
+			cpu: cpuRoles{hub: hubPID, upstream: upstreamPID}, runtime: runtimeURL}
+	}
+	// A 2025 client's direct baseline is the echo server with sessions, a
+	// 2026 client's the stateless one: each revision as a go-sdk server
+	// serves it.
+	directURL := map[string]string{rev2025: "http://" + echoAddr + "/session/mcp", rev2026: echoURL}
+	var groups [][]target
+	for _, rev := range revs {
+		if sections[secForward] {
+			groups = append(groups, []target{
+				{path: "direct http", rev: rev, url: directURL[rev], tool: "echo", direct: true, cpu: cpuRoles{upstream: echoPID}},
+				hubTarget("hub -> http", rev, hubHTTPTool, echoPID),
+				hubTarget("hub -> stdio", rev, hubStdioTool, stdioChild),
+			})
+		}
+	}
+	var key string
+	if sections[secFirstParty] || sections[secTracker] {
+		if key, err = fileItem(ctx, hubTarget("", rev2025, "create_work_item", 0), tr, *callTimeout); err != nil {
+			return err
+		}
+	}
+	for _, rev := range revs {
+		if sections[secFirstParty] {
+			lp := hubTarget("hub list_projects", rev, "list_projects", 0)
+			lp.args, lp.check = noArgs, succeeded
+			gw := hubTarget("hub get_work_item", rev, "get_work_item", 0)
+			gw.args = func(int, int) map[string]any { return map[string]any{"key": key} }
+			gw.check = succeeded
+			groups = append(groups, []target{lp, gw})
+		}
+	}
+	// profiled names a hub row's profiles.
+	profiled := func(t target, n, round int) string {
+		name := strings.NewReplacer(" -> ", "-", " ", "-").Replace(t.path)
+		return filepath.Join(*profile, fmt.Sprintf("%s-%s-x%d-r%d", name, t.rev, n, round+1))
+	}
 	var rows []measurement
-	for _, n := range levels {
-		// Rounds are interleaved (direct, hub->http, hub->stdio, direct,
-		// ...) so a burst of load from elsewhere on the machine falls on
-		// every path alike rather than on one row.
-		all := make([][]measurement, len(targets))
-		for r := range *rounds {
-			for k, t := range targets {
-				m, err := measure(ctx, t, n, opts)
-				if err != nil {
-					printTable(rows)
-					return err
-				}
-				fmt.Printf("  %-13s x%-3d round %d: %9.0f calls/s\n", t.path, n, r+1, m.rate())
-				all[k] = append(all[k], m)
-				tr.CloseIdleConnections()
+	runRow := func(t target, n, round int) (measurement, error) {
+		var prof *profiling
+		if pprofAddr != "" && !t.direct {
+			prof = startProfiles(ctx, pprofAddr, profiled(t, n, round), *duration)
+		}
+		m, err := measure(ctx, t, n, opts)
+		if prof != nil {
+			if perr := prof.wait(); perr != nil {
+				fmt.Fprintf(os.Stderr, "crewlet-load: profile of %s: %v\n", t.path, perr)
 			}
 		}
-		for _, ms := range all {
-			rows = append(rows, median(ms))
+		return m, err
+	}
+	for _, n := range levels {
+		for _, g := range groups {
+			// Rounds are interleaved (direct, hub->http, hub->stdio,
+			// direct, ...) so a burst of load from elsewhere on the
+			// machine falls on every path alike rather than on one row.
+			all := make([][]measurement, len(g))
+			for r := range *rounds {
+				for k, t := range g {
+					m, err := runRow(t, n, r)
+					if err != nil {
+						printTable(rows)
+						return err
+					}
+					fmt.Printf("  %-18s %s x%-3d round %d: %9.0f calls/s\n", t.path, t.rev, n, r+1, m.rate())
+					all[k] = append(all[k], m)
+					tr.CloseIdleConnections()
+				}
+			}
+			for _, ms := range all {
+				rows = append(rows, median(ms))
+			}
+		}
+	}
+	if sections[secTracker] {
+		for _, rev := range revs {
+			cw := hubTarget("hub create_work_item", rev, "create_work_item", 0)
+			cw.args = func(session, n int) map[string]any {
+				return map[string]any{"title": fmt.Sprintf("load %s %d-%d-%d", rev, session, n, time.Now().UnixNano())}
+			}
+			cw.check = succeeded
+			lw := hubTarget("hub list_work_items", rev, "list_work_items", 0)
+			lw.args = func(int, int) map[string]any { return map[string]any{"limit": 50} }
+			lw.check = listedAtLeast(50)
+			for _, w := range []struct {
+				t target
+				n int
+			}{{cw, *writeSessions}, {lw, *listSessions}} {
+				var ms []measurement
+				for r := range *rounds {
+					m, err := runRow(w.t, w.n, r)
+					if err != nil {
+						printTable(rows)
+						return err
+					}
+					fmt.Printf("  %-18s %s x%-3d round %d: %9.0f calls/s\n", w.t.path, w.t.rev, w.n, r+1, m.rate())
+					ms = append(ms, m)
+					tr.CloseIdleConnections()
+				}
+				rows = append(rows, median(ms))
+			}
 		}
 	}
 	printTable(rows)
+	if sections[secIdle] {
+		res, err := measureIdle(ctx, hubTarget("hub idle session", rev2025, "", 0), *idleSessions, tr)
+		if err != nil {
+			return err
+		}
+		res.print()
+	}
 	return nil
+}
+
+// noArgs is a tool call without arguments.
+func noArgs(int, int) map[string]any { return map[string]any{} }
+
+// succeeded accepts any answer that is not a failure.
+func succeeded(res *mcp.CallToolResult) error {
+	if res.IsError {
+		return fmt.Errorf("refused: %s", textOfResult(res))
+	}
+	return nil
+}
+
+// listedAtLeast accepts a list_work_items answer of at least n items, so a
+// list is measured at the length asked for.
+func listedAtLeast(n int) func(*mcp.CallToolResult) error {
+	return func(res *mcp.CallToolResult) error {
+		if err := succeeded(res); err != nil {
+			return err
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		var v struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || len(v.Items) < n {
+			return fmt.Errorf("listed %d items, not %d", len(v.Items), n)
+		}
+		return nil
+	}
+}
+
+// fileItem files one work item for the reads to fetch.
+func fileItem(ctx context.Context, t target, tr http.RoundTripper, timeout time.Duration) (string, error) {
+	ss, err := connect(ctx, t, 1, tr)
+	if err != nil {
+		return "", err
+	}
+	defer closeAll(ss)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := ss[0].CallTool(cctx, &mcp.CallToolParams{Name: "create_work_item", Arguments: map[string]any{"title": "read by crewlet-load"}})
+	if err != nil {
+		return "", fmt.Errorf("filing the item to read: %w", err)
+	}
+	key := keyOf(res)
+	if res.IsError || key == "" {
+		return "", fmt.Errorf("filing the item to read: %s", textOfResult(res))
+	}
+	return key, nil
+}
+
+func parseRevisions(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case rev2025, rev2026:
+			out = append(out, f)
+		default:
+			return nil, fmt.Errorf("--revisions: %q is neither %s nor %s", f, rev2025, rev2026)
+		}
+	}
+	return out, nil
 }
 
 // median is the measurement with the median rate (the lower middle one of
@@ -219,13 +417,16 @@ func parseLevels(s string) ([]int, error) {
 }
 
 // company is the hub's company file: one admin operator whose token comes
-// from tokenVar, and the echo upstream twice, over HTTP and as a stdio child
+// from tokenVar, whose unit owns project LOAD of the native tracker, and the
+// echo upstream twice, over HTTP and as a stdio child
 // (this binary), each behind its own prefix so the two echo tools do not
 // collide.
 func company(echoURL, self string) string {
 	return fmt.Sprintf(`units:
   - id: load
     name: Load
+    project: LOAD
+    lead: load
     roles:
       - {name: Load, handle: load, kind: human, admin: true}
 api:
@@ -318,42 +519,5 @@ func waitTools(ctx context.Context, url, token string, tr http.RoundTripper, tim
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
-	}
-}
-
-func printTable(rows []measurement) {
-	if len(rows) == 0 {
-		return
-	}
-	direct := map[int]float64{}
-	for _, m := range rows {
-		if m.target.token == "" {
-			direct[m.sessions] = m.rate()
-		}
-	}
-	fmt.Println()
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "path\tsessions\tcalls/s\tp50\tp99\tfailed\thub/direct\tCPU µs/call: client\thub\tupstream\t")
-	for _, m := range rows {
-		ratio := "-"
-		if m.target.token != "" && direct[m.sessions] > 0 {
-			ratio = fmt.Sprintf("%.2f", m.rate()/direct[m.sessions])
-		}
-		hubCPU := "-"
-		if m.target.cpu.hub != 0 {
-			hubCPU = perCall(m.cpu.hub, m.calls)
-		}
-		fmt.Fprintf(w, "%s\t%d\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", m.target.path, m.sessions, m.rate(),
-			round(m.p50), round(m.p99), m.failed, ratio, perCall(m.cpu.client, m.calls), hubCPU, perCall(m.cpu.upstream, m.calls))
-	}
-	_ = w.Flush()
-}
-
-func round(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Millisecond:
-		return d.Round(10 * time.Microsecond)
-	default:
-		return d.Round(time.Microsecond)
 	}
 }

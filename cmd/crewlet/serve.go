@@ -20,6 +20,7 @@ func serveCmd(args []string) error {
 	dataDir := fs.String("data-dir", "./.crewlet", "where the hub keeps its data")
 	debug := fs.Bool("debug", false, "log at debug level")
 	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
+	maxConns := fs.Int("max-conns", 0, "serve at most this many HTTP connections at once (each 2025 session's event stream holds one); 0: 512")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,5 +42,6 @@ func serveCmd(args []string) error {
 		Logger:      newLogger(*debug),
 		Reload:      hup,
 		SessionIdle: *sessionIdle,
+		HTTP:        serve.HTTPLimits{MaxConns: *maxConns},
 	})
 }

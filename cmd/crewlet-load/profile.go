@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+)
+
+// A hub built with -tags pprof serves net/http/pprof where CREWLET_PPROF
+// says. With --profile, each hub row is profiled over its measured window:
+// the CPU profile, and the allocations made in that window (a delta
+// profile), saved as NAME.cpu.pprof and NAME.allocs.pprof for
+// `go tool pprof`.
+
+type profiling struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	errs []error
+}
+
+// startProfiles asks for both profiles of the next d; the warm-up calls of
+// the row fall inside a little of it, which a few hundred calls do not
+// move.
+func startProfiles(ctx context.Context, addr, name string, d time.Duration) *profiling {
+	p := &profiling{}
+	secs := max(int(d.Seconds()), 1)
+	for _, f := range []struct{ path, file string }{
+		{fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), name + ".cpu.pprof"},
+		{fmt.Sprintf("/debug/pprof/allocs?seconds=%d", secs), name + ".allocs.pprof"},
+	} {
+		p.wg.Go(func() {
+			if err := fetchTo(ctx, "http://"+addr+f.path, f.file, d+30*time.Second); err != nil {
+				p.mu.Lock()
+				p.errs = append(p.errs, err)
+				p.mu.Unlock()
+			}
+		})
+	}
+	return p
+}
+
+func (p *profiling) wait() error {
+	p.wg.Wait()
+	if len(p.errs) > 0 {
+		return p.errs[0]
+	}
+	return nil
+}
+
+func fetchTo(ctx context.Context, url, file string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w (was the hub built with -tags pprof?)", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// freeAddr picks a free loopback address for the hub's profiles.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
