@@ -49,6 +49,10 @@ type Entry struct {
 	// it out, and a seat's call is refused forbidden before it runs (REF-5).
 	OperatorOnly bool
 
+	// paramHeaders marks an input schema that puts arguments in HTTP
+	// headers (x-mcp-header), which the SDK checks on a 2026-07-28 call:
+	// such a call is left to it.
+	paramHeaders bool
 	// upstream is the tool's name at its server.
 	upstream string
 	backend  Backend

@@ -49,6 +49,10 @@ func (r revision) atLeast(o revision) bool { return !r.t.Before(o.t) }
 // batch opening a session), bounds and reads a POST body, and picks the
 // handler for the request's revision.
 func (f *operator) serveMCP(w http.ResponseWriter, r *http.Request) {
+	f.sessions.track(w, r, f.route)
+}
+
+func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 	header := r.Header.Get("Mcp-Protocol-Version")
 	var rev revision
 	if header != "" {
@@ -91,8 +95,12 @@ func (f *operator) serveMCP(w http.ResponseWriter, r *http.Request) {
 				"Batches are accepted only inside a 2025-03-26 session; MCP 2025-06-18 and later have none."})
 		return
 	}
+	isModern := modern(header, rev, r.Header, body)
+	if f.serveFast(w, r, header, isModern, body) {
+		return
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if modern(header, rev, r.Header, body) {
+	if isModern {
 		f.stateless.ServeHTTP(w, r)
 		return
 	}

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -191,12 +192,13 @@ func entryFromTool(t *mcp.Tool, src Source, prefix string, b Backend) (Entry, er
 		return Entry{}, fmt.Errorf("tool %s: input schema: %w", t.Name, err)
 	}
 	e := Entry{
-		Name:        prefix + t.Name,
-		Source:      src,
-		Description: t.Description,
-		InputSchema: in,
-		upstream:    t.Name,
-		backend:     b,
+		Name:         prefix + t.Name,
+		Source:       src,
+		Description:  t.Description,
+		InputSchema:  in,
+		paramHeaders: bytes.Contains(in, []byte(`"x-mcp-header"`)),
+		upstream:     t.Name,
+		backend:      b,
 	}
 	if t.OutputSchema != nil {
 		if e.OutputSchema, err = json.Marshal(t.OutputSchema); err != nil {

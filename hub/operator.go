@@ -58,6 +58,15 @@ type operator struct {
 	server    *mcp.Server
 	stateful  *mcp.StreamableHTTPHandler
 	stateless *mcp.StreamableHTTPHandler
+	// sessions are the 2025 sessions, as the fast path needs them.
+	sessions *sessionTable
+	// noFast leaves every call to the SDK: the path the fast path is
+	// tested against. fastCalls counts the calls the fast path answered.
+	noFast    atomic.Bool
+	fastCalls atomic.Int64
+	// impl is how the front names itself; serverInfo, its JSON.
+	impl       *mcp.Implementation
+	serverInfo []byte
 }
 
 var _ events = (*operator)(nil)
@@ -85,6 +94,7 @@ func (f *operator) close() {
 	for deadline := time.Now().Add(drainWait); f.inflight.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
+	f.sessions.closeAll()
 	for ss := range f.server.Sessions() {
 		ss.Close()
 	}

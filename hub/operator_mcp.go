@@ -17,8 +17,11 @@ import (
 
 // newOperator builds the operator catalogue's MCP server and its handlers.
 func newOperator(d operatorDeps) *operator {
-	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}, refusals: newRefusalLog(d.log, refusalLogEvery)}
-	f.server = mcp.NewServer(&mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}, &mcp.ServerOptions{
+	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}, refusals: newRefusalLog(d.log, refusalLogEvery),
+		sessions: newSessionTable(d.opts.SessionIdle),
+		impl:     &mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}}
+	f.serverInfo, _ = json.Marshal(f.impl)
+	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{
 		Instructions: "The Crewlet hub's operator catalogue: the company's builtin tools and its MCP servers' tools, decided by your bearer token on every call.",
 		Logger:       quiet(d.log).With("component", "operator_mcp"),
 		Capabilities: &mcp.ServerCapabilities{
@@ -33,7 +36,7 @@ func newOperator(d operatorDeps) *operator {
 		SubscribeHandler:   func(ctx context.Context, req *mcp.SubscribeRequest) error { return f.subscribe(ctx, req) },
 		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error { return f.unsubscribe(ctx, req) },
 	})
-	f.server.AddReceivingMiddleware(f.callMiddleware, codedErrors)
+	f.server.AddReceivingMiddleware(f.callMiddleware, codedErrors, f.sessionMiddleware)
 	f.syncTools()
 	// Both revisions are served fully only by two handlers behind one route:
 	// the SDK speaks 2026-07-28 only statelessly, and only a stateful
@@ -49,8 +52,9 @@ func newOperator(d operatorDeps) *operator {
 			// including non-loopback listeners with allowed names.
 			DisableLocalhostProtection: true,
 			// A 2025 session a client stopped using is closed, not kept
-			// (and notified of every catalogue change) for ever.
-			SessionTimeout: d.opts.SessionIdle,
+			// (and notified of every catalogue change) for ever: by the
+			// hub's own timer (mcp_sessions.go), since the fast path
+			// answers calls the SDK never sees.
 			// A 2026-07-28 request is its whole exchange: a client that
 			// hangs up has given up on the call, so it ends, and the
 			// server behind it is told to cancel it.

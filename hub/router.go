@@ -36,18 +36,45 @@ type Router struct {
 // answer. It always answers a result: a refusal is a failed result carrying a
 // class (REF-1), never a protocol error.
 func (r *Router) Call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult {
-	res, _ := r.call(ctx, reg, caller, name, args)
-	return res
+	a, _ := r.call(ctx, reg, caller, name, args, false)
+	return a.res
 }
 
 // CallForPerson is Call on a person's surface: failures that carry no class
 // are answered as internal_error (REF-6).
 func (r *Router) CallForPerson(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult {
-	res, src := r.call(ctx, reg, caller, name, args)
-	return forPerson(ctx, r.log, src, res)
+	a, src := r.call(ctx, reg, caller, name, args, false)
+	return forPerson(ctx, r.log, src, a.res)
 }
 
-func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) (*mcp.CallToolResult, Source) {
+// answer is what a routed call comes to: a result, or, when the caller can
+// write one, a success sanitised in one pass over the JSON its server
+// wrote (onePass set, res nil). Refusals and failures are always results.
+type answer struct {
+	res     *mcp.CallToolResult
+	onePass *sanitize.OnePass
+}
+
+// callForPersonOnePass is CallForPerson for the operator front's fast
+// path: the same decisions, refusals and sanitising rules, but a success
+// is answered as JSON sanitised in one pass where it can be, never decoded
+// into the SDK's types and written again.
+func (r *Router) callForPersonOnePass(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) answer {
+	a, src := r.call(ctx, reg, caller, name, args, true)
+	if a.res != nil {
+		a.res = forPerson(ctx, r.log, src, a.res)
+	}
+	return a
+}
+
+// rawBackend is a backend that can answer a call as the JSON text of its
+// result, for the one pass. It answers raw, or, where it had to decode the
+// result itself, res.
+type rawBackend interface {
+	CallRaw(ctx context.Context, caller authority.Caller, tool string, args json.RawMessage) (raw json.RawMessage, res *mcp.CallToolResult, err error)
+}
+
+func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage, onePass bool) (answer, Source) {
 	start := time.Now()
 	e, ok := reg.Resolve(name)
 	if !ok {
@@ -69,7 +96,14 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		}
 	}
 	callCtx, limit, cancel := r.bounds(ctx, e)
-	res, err := e.backend.Call(callCtx, caller, e.upstream, args)
+	var raw json.RawMessage
+	var res *mcp.CallToolResult
+	var err error
+	if rb, ok := e.backend.(rawBackend); ok && onePass {
+		raw, res, err = rb.CallRaw(callCtx, caller, e.upstream, args)
+	} else {
+		res, err = e.backend.Call(callCtx, caller, e.upstream, args)
+	}
 	var cutShort *authority.Refusal
 	if err != nil {
 		cutShort = r.cut(ctx, callCtx, e, limit)
@@ -100,7 +134,7 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		if cerr != nil {
 			msg = "the server's error message held binary data"
 		}
-		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, e.Source
+		return answer{res: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}}, e.Source
 	}
 	if err != nil && ctx.Err() != nil {
 		// The caller gave up (a client that hung up): nobody reads the
@@ -109,11 +143,29 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		return r.refuse(ctx, name, caller, authority.Refuse(authority.Unavailable,
 			"The call to %q was cancelled by its caller before an answer came back.", name)), e.Source
 	}
+	if err == nil && raw != nil {
+		if op, ok := r.clean.ResultOnePass(raw, nil); ok {
+			r.called(ctx, name, e.Source, caller, start, false, "")
+			return answer{onePass: &op}, e.Source
+		}
+		// What the one pass leaves to the full path is decoded as the
+		// SDK's client decodes a result, failing as it fails.
+		res = new(mcp.CallToolResult)
+		if derr := json.Unmarshal(raw, res); derr != nil {
+			err = fmt.Errorf("decoding the result: %w", derr)
+		}
+	}
 	if err != nil {
 		// The engine's words, never the transport's: the cause is logged.
 		r.log.WarnContext(ctx, "tool_call_failed", "tool", name, "source", string(e.Source), "seat", caller.Seat, "error", err.Error())
 		return r.refuse(ctx, name, caller, authority.Refuse(authority.Unavailable,
 			"The server behind %q could not take the call right now; nothing came back from it. Retry shortly.", name)), e.Source
+	}
+	if onePass && e.Source == SourceBuiltin {
+		if op, ok := firstPartyOnePass(r.clean, res); ok {
+			r.called(ctx, name, e.Source, caller, start, false, "")
+			return answer{onePass: &op}, e.Source
+		}
 	}
 	res = withoutProtocolMeta(res)
 	var clean *mcp.CallToolResult
@@ -129,9 +181,39 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		clean = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 	}
 	class, _ := servers.ClassOf(clean)
-	r.log.DebugContext(ctx, "tool_called", "tool", name, "source", string(e.Source), "seat", caller.Seat,
-		"is_error", clean.IsError, "class", string(class), "ms", time.Since(start).Milliseconds())
-	return clean, e.Source
+	r.called(ctx, name, e.Source, caller, start, clean.IsError, class)
+	return answer{res: clean}, e.Source
+}
+
+// called notes a call that ran, at debug level.
+func (r *Router) called(ctx context.Context, name string, src Source, caller authority.Caller, start time.Time, isError bool, class authority.Class) {
+	if !r.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	r.log.DebugContext(ctx, "tool_called", "tool", name, "source", string(src), "seat", caller.Seat,
+		"is_error", isError, "class", string(class), "ms", time.Since(start).Milliseconds())
+}
+
+// firstPartyOnePass is firstPartyResult in one pass, for a success as the
+// servers kit answers it: the output as structured content, written as JSON
+// text once more. Anything else is left to firstPartyResult.
+func firstPartyOnePass(s *sanitize.Sanitizer, res *mcp.CallToolResult) (sanitize.OnePass, bool) {
+	body, ok := res.StructuredContent.(json.RawMessage)
+	if !ok || res.IsError || len(res.Meta) > 0 || len(res.Content) != 1 {
+		return sanitize.OnePass{}, false
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Meta != nil || tc.Annotations != nil || tc.Text != string(body) {
+		return sanitize.OnePass{}, false
+	}
+	clean, ok := s.JSONOnePass(body, servers.Refence)
+	if !ok {
+		return sanitize.OnePass{}, false
+	}
+	content := make([]byte, 0, len(clean)+len(clean)/8+32)
+	content = append(content, `[{"type":"text","text":`...)
+	content = sanitize.AppendJSONString(content, clean)
+	content = append(content, "}]"...)
+	return sanitize.OnePass{Content: content, Structured: clean}, true
 }
 
 // firstPartyResult sanitises a first-party server's result. Its fences are
@@ -168,9 +250,9 @@ func (r *Router) registered(name string) bool {
 	return false
 }
 
-func (r *Router) refuse(ctx context.Context, tool string, caller authority.Caller, ref *authority.Refusal) *mcp.CallToolResult {
+func (r *Router) refuse(ctx context.Context, tool string, caller authority.Caller, ref *authority.Refusal) answer {
 	r.log.DebugContext(ctx, "tool_refused", "tool", tool, "seat", caller.Seat, "class", string(ref.Class))
-	return servers.Refused(ref)
+	return answer{res: servers.Refused(ref)}
 }
 
 // forPerson readies a result for a person's surface (REF-6): a failure that

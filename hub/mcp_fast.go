@@ -1,0 +1,406 @@
+//lint:file-ignore SA1019 a hub forwards logging (deprecated in 2026-07-28, SEP-2577) for clients of the session revisions, which still use it.
+
+package hub
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/rawjson"
+	"github.com/crewlet/hub/servers/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The fast path of /operator/mcp: the hub answers a tools/call itself, on
+// both protocol revisions, reading of the request only what the route and
+// the decision need and writing the answer as JSON it assembles, while the
+// SDK serves everything else (sessions, initialize, lists, resources,
+// prompts, notifications). A request the fast path is not sure it would
+// answer exactly as the SDK does (anything unusual in its framing, headers
+// or metadata) is left to the SDK, which answers it as it always has.
+
+// fastCall is a tools/call request as the fast path reads it.
+type fastCall struct {
+	id    []byte // the JSON-RPC id as written: an integer or a plain string
+	name  string
+	args  json.RawMessage
+	token any // the client's progress token; nil: none asked for
+	// From a 2026-07-28 request's _meta.
+	version  string
+	caps     bool // clientCapabilities present, as an object
+	logLevel mcp.LoggingLevel
+}
+
+// readFastCall reads a single tools/call request. ok is false for anything
+// else, and for a request the SDK might read otherwise than as written.
+func readFastCall(body []byte) (c fastCall, ok bool) {
+	var params []byte
+	var version, method bool
+	err := rawjson.Members(body, func(key string, _, val []byte) error {
+		switch key {
+		case "jsonrpc":
+			version = string(val) == `"2.0"`
+		case "method":
+			method = string(val) == `"tools/call"`
+		case "id":
+			c.id = val
+		case "params":
+			params = val
+		case "result", "error":
+			return rawjson.ErrSyntax
+		}
+		return nil
+	})
+	if err != nil || !version || !method || !plainID(c.id) || params == nil {
+		return fastCall{}, false
+	}
+	var meta []byte
+	err = rawjson.Members(params, func(key string, _, val []byte) error {
+		switch key {
+		case "name":
+			name, ok := rawjson.StringText(val)
+			if !ok {
+				return rawjson.ErrSyntax
+			}
+			c.name = name
+		case "arguments":
+			if string(val) != "null" {
+				c.args = json.RawMessage(val)
+			}
+		case "_meta":
+			if string(val) != "null" {
+				meta = val
+			}
+		case "inputResponses", "requestState":
+			// A retry carrying a client's input is the SDK's to read.
+			return rawjson.ErrSyntax
+		}
+		return nil
+	})
+	if err != nil || c.name == "" {
+		return fastCall{}, false
+	}
+	if meta == nil {
+		return c, true
+	}
+	err = rawjson.Members(meta, func(key string, _, val []byte) error {
+		switch key {
+		case "progressToken":
+			if len(val) == 0 || (val[0] != '"' && val[0] != '-' && (val[0] < '0' || val[0] > '9')) {
+				return rawjson.ErrSyntax
+			}
+			return json.Unmarshal(val, &c.token)
+		case mcp.MetaKeyProtocolVersion:
+			v, ok := rawjson.StringText(val)
+			if !ok {
+				return rawjson.ErrSyntax
+			}
+			c.version = v
+		case mcp.MetaKeyClientCapabilities:
+			if val[0] != '{' {
+				return rawjson.ErrSyntax
+			}
+			c.caps = true
+		case mcp.MetaKeyClientInfo:
+			if val[0] != '{' {
+				return rawjson.ErrSyntax
+			}
+		case mcp.MetaKeyLogLevel:
+			if v, ok := rawjson.StringText(val); ok {
+				c.logLevel = mcp.LoggingLevel(v)
+			}
+		}
+		return nil
+	})
+	return c, err == nil
+}
+
+// plainID reports an id the SDK writes back exactly as it was written: an
+// integer of at most 18 digits, or a string without escapes.
+func plainID(id []byte) bool {
+	if len(id) >= 2 && id[0] == '"' {
+		tok, ok := rawjson.ScanString(id, 0)
+		return ok && !tok.Escaped && tok.End == len(id)
+	}
+	digits := id
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// serveFast answers r, a POST whose body is read, if the fast path can;
+// it reports whether it did. rev is the revision of the request's header,
+// modern whether the route serves it statelessly.
+func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header string, modern bool, body []byte) bool {
+	if f.noFast.Load() || r.Header.Get("Last-Event-ID") != "" || baseMediaType(r.Header.Get("Content-Type")) != "application/json" {
+		return false
+	}
+	if jsonOK, streamOK := accepts(r.Header.Values("Accept")); !jsonOK || !streamOK {
+		return false
+	}
+	p, ok := principalFrom(r.Context())
+	if !ok {
+		return false
+	}
+	var sess *opSession
+	if !modern {
+		if sess = f.sessions.get(r.Header.Get("Mcp-Session-Id")); sess == nil {
+			return false
+		}
+		if f.answered(w, sess, body) {
+			return true
+		}
+		f.noteCancel(sess, body)
+	}
+	c, ok := readFastCall(body)
+	if !ok {
+		return false
+	}
+	if modern {
+		// The SDK checks a 2026-07-28 request's headers against its body;
+		// a request whose headers it would refuse is left to it.
+		if c.version != header || !c.caps || r.Header.Get("Mcp-Method") != "tools/call" || r.Header.Get("Mcp-Name") != c.name {
+			return false
+		}
+		if e, ok := CompanyRegistry(f.company).Resolve(c.name); ok && e.paramHeaders {
+			return false
+		}
+	} else {
+		if c.version != "" || sess.user != p.Caller().Seat {
+			return false
+		}
+		sess.mu.Lock()
+		ready := sess.initialized && sess.timer != nil
+		sess.mu.Unlock()
+		if !ready {
+			return false
+		}
+	}
+	f.inflight.Add(1)
+	defer f.inflight.Add(-1)
+	f.fastCalls.Add(1)
+
+	// A 2026-07-28 request is its whole exchange: its call ends when the
+	// client hangs up. A 2025 session's call outlives its POST, as the
+	// SDK's does, and ends on the client's notifications/cancelled or
+	// with the session.
+	ctx := r.Context()
+	var cancel context.CancelFunc
+	key := string(c.id)
+	if modern {
+		ctx, cancel = context.WithCancel(ctx)
+	} else {
+		ctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		sess.mu.Lock()
+		if _, dup := sess.calls[key]; dup {
+			sess.mu.Unlock()
+			cancel()
+			writeRPCError(w, http.StatusBadRequest, json.RawMessage(c.id), &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+				Message: "duplicate in-flight request ID " + idText(c.id)})
+			return true
+		}
+		if sess.calls == nil {
+			sess.calls = map[string]context.CancelFunc{}
+		}
+		sess.calls[key] = cancel
+		sess.mu.Unlock()
+		defer func() {
+			sess.mu.Lock()
+			delete(sess.calls, key)
+			sess.mu.Unlock()
+		}()
+	}
+	defer cancel()
+
+	st := newFastStream(w)
+	down := &fastDown{f: f, st: st, token: c.token, sess: sess, level: c.logLevel, modern: modern, call: ctx}
+	ctx = upstream.WithDownstream(ctx, down)
+	a := f.router.callForPersonOnePass(ctx, CompanyRegistry(f.company), p.Caller(), c.name, c.args)
+	msg, err := f.response(c.id, a, modern)
+	if err != nil {
+		f.log.Error("tool_answer_unwritable", "tool", c.name, "error", err.Error())
+		msg, _ = f.response(c.id, answer{res: servers.Refused(authority.Internal())}, modern)
+	}
+	st.final(msg)
+	return true
+}
+
+// idText is an id as the SDK names it in an error: a string unquoted.
+func idText(id []byte) string {
+	if s, ok := rawjson.StringText(id); ok {
+		return s
+	}
+	return string(id)
+}
+
+// response writes the JSON-RPC response carrying a call's answer, as the
+// SDK writes it for the revision: a 2026-07-28 result names the server in
+// its _meta.
+func (f *operator) response(id []byte, a answer, modern bool) ([]byte, error) {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, id...)
+	b = append(b, `,"result":`...)
+	if a.onePass != nil {
+		op := a.onePass
+		b = append(b, `{"content":`...)
+		b = append(b, op.Content...)
+		if op.Structured != nil {
+			b = append(b, `,"structuredContent":`...)
+			b = append(b, op.Structured...)
+		}
+		switch {
+		case modern && op.Meta != nil:
+			// A non-empty object: its members, then the server's name.
+			m := bytes.TrimRight(op.Meta, " \t\r\n")
+			b = append(b, `,"_meta":`...)
+			b = append(b, m[:len(m)-1]...)
+			b = append(b, `,"`+mcp.MetaKeyServerInfo+`":`...)
+			b = append(b, f.serverInfo...)
+			b = append(b, '}')
+		case modern:
+			b = append(b, `,"_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
+			b = append(b, f.serverInfo...)
+			b = append(b, '}')
+		case op.Meta != nil:
+			b = append(b, `,"_meta":`...)
+			b = append(b, op.Meta...)
+		}
+		if op.Complete {
+			b = append(b, `,"resultType":"complete"`...)
+		}
+		b = append(b, "}}"...)
+		return b, nil
+	}
+	res := a.res
+	if modern {
+		out := *res
+		out.Meta = mcp.Meta{}
+		for k, v := range res.Meta {
+			out.Meta[k] = v
+		}
+		if _, ok := out.Meta[mcp.MetaKeyServerInfo]; !ok {
+			out.Meta[mcp.MetaKeyServerInfo] = f.impl
+		}
+		res = &out
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, body...)
+	return append(b, '}'), nil
+}
+
+// fastStream is the event stream a fast call answers on: the SDK's framing,
+// one event per message, each flushed as it is written. Messages a call
+// sends after its answer (a late log line) are dropped, as the SDK drops
+// them once a request's stream is done.
+type fastStream struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	mu   sync.Mutex
+	open bool // headers written
+	done bool
+	buf  []byte
+}
+
+func newFastStream(w http.ResponseWriter) *fastStream {
+	if cw, ok := w.(codedWriter); ok {
+		// The fast path writes no error of code 0 for codedWriter to mend.
+		w = cw.ResponseWriter
+	}
+	return &fastStream{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *fastStream) send(msg []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return errStreamDone
+	}
+	return s.writeLocked(msg)
+}
+
+func (s *fastStream) final(msg []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return
+	}
+	_ = s.writeLocked(msg)
+	s.done = true
+}
+
+func (s *fastStream) writeLocked(msg []byte) error {
+	if !s.open {
+		h := s.w.Header()
+		h.Set("Cache-Control", "no-cache, no-transform")
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Connection", "keep-alive")
+		s.open = true
+	}
+	s.buf = append(s.buf[:0], "event: message\ndata: "...)
+	s.buf = append(s.buf, msg...)
+	s.buf = append(s.buf, "\n\n"...)
+	_, err := s.w.Write(s.buf)
+	_ = s.rc.Flush()
+	return err
+}
+
+var errStreamDone = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the call this message belongs to has been answered"}
+
+// notification writes a notification's JSON-RPC message.
+func notification(method string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(p)+64)
+	b = append(b, `{"jsonrpc":"2.0","method":`...)
+	b = strconv.AppendQuote(b, method)
+	b = append(b, `,"params":`...)
+	b = append(b, p...)
+	return append(b, '}'), nil
+}
+
+// accepts reads an Accept header as the SDK does: whether it takes JSON and
+// whether it takes an event stream.
+func accepts(values []string) (jsonOK, streamOK bool) {
+	for _, value := range values {
+		for raw := range bytes.SplitSeq([]byte(value), []byte(",")) {
+			base, _, _ := bytes.Cut(bytes.TrimSpace(raw), []byte(";"))
+			switch string(bytes.ToLower(bytes.TrimSpace(base))) {
+			case "application/json", "application/*":
+				jsonOK = true
+			case "text/event-stream", "text/*":
+				streamOK = true
+			case "*/*":
+				jsonOK, streamOK = true, true
+			}
+		}
+	}
+	return jsonOK, streamOK
+}
+
+// baseMediaType is a Content-Type without its parameters, lower case.
+func baseMediaType(v string) string {
+	base, _, _ := bytes.Cut([]byte(v), []byte(";"))
+	return string(bytes.ToLower(bytes.TrimSpace(base)))
+}

@@ -1,0 +1,301 @@
+//lint:file-ignore SA1019 a hub forwards logging, sampling and roots (deprecated in 2026-07-28, SEP-2577) for clients and servers of the session revisions, which still use them.
+
+package hub
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/crewlet/hub/servers/rawjson"
+	"github.com/crewlet/hub/servers/upstream"
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// fastDown is the client of a fast call, as the server behind the call sees
+// it: what the server sends while it serves the call (progress, log lines,
+// and on a 2025 session requests of the client) goes out on the call's own
+// event stream, as the SDK sends what relates to a request on that
+// request's stream. A request of the client is answered by the client's
+// next POST to the session, which serveFast hands back here (answered).
+type fastDown struct {
+	f      *operator
+	st     *fastStream
+	token  any
+	sess   *opSession // nil on 2026-07-28
+	level  mcp.LoggingLevel
+	modern bool
+	call   context.Context
+}
+
+var _ upstream.Downstream = (*fastDown)(nil)
+
+func (d *fastDown) ProgressToken() any { return d.token }
+
+func (d *fastDown) Progress(_ context.Context, p *mcp.ProgressNotificationParams) error {
+	msg, err := notification("notifications/progress", p)
+	if err != nil {
+		return err
+	}
+	return d.st.send(msg)
+}
+
+// Log sends a log line at or above the level the client asked for: on a
+// session by logging/setLevel, on 2026-07-28 in the request's _meta. A
+// client that asked for none gets none, as from the SDK.
+func (d *fastDown) Log(_ context.Context, p *mcp.LoggingMessageParams) error {
+	level := d.level
+	if d.sess != nil {
+		d.sess.mu.Lock()
+		level = d.sess.logLevel
+		d.sess.mu.Unlock()
+	}
+	if level == "" || levelRank(p.Level) < levelRank(level) {
+		return nil
+	}
+	msg, err := notification("notifications/message", p)
+	if err != nil {
+		return err
+	}
+	return d.st.send(msg)
+}
+
+// levelRank orders the protocol's log levels (RFC 5424's, least severe
+// first); an unknown level ranks with debug, as the SDK ranks it.
+func levelRank(l mcp.LoggingLevel) int {
+	switch l {
+	case "info":
+		return 1
+	case "notice":
+		return 2
+	case "warning":
+		return 3
+	case "error":
+		return 4
+	case "critical":
+		return 5
+	case "alert":
+		return 6
+	case "emergency":
+		return 7
+	}
+	return 0
+}
+
+// refuseRequest is the SDK's refusal of a request of the client on a
+// 2026-07-28 exchange, where only input requests in a result may ask.
+func refuseRequest(method string) error {
+	return fmt.Errorf("%q cannot be sent while serving a request on protocol version %s: "+
+		"return an InputRequests map instead (multi round-trip requests, SEP-2322)", method, "2026-07-28")
+}
+
+func (d *fastDown) ListRoots(_ context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	if d.modern {
+		return nil, refuseRequest("roots/list")
+	}
+	var res mcp.ListRootsResult
+	if err := d.ask("roots/list", p, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (d *fastDown) CreateMessage(_ context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	if d.modern {
+		return nil, refuseRequest("sampling/createMessage")
+	}
+	if p == nil {
+		p = &mcp.CreateMessageParams{Messages: []*mcp.SamplingMessage{}}
+	}
+	if p.Messages == nil {
+		p2 := *p
+		p2.Messages = []*mcp.SamplingMessage{}
+		p = &p2
+	}
+	var res mcp.CreateMessageWithToolsResult
+	if err := d.ask("sampling/createMessage", p, &res); err != nil {
+		return nil, err
+	}
+	if len(res.Content) > 1 {
+		return nil, fmt.Errorf("CreateMessage result has %d content blocks; use CreateMessageWithTools for multiple content", len(res.Content))
+	}
+	var content mcp.Content
+	if len(res.Content) > 0 {
+		content = res.Content[0]
+	}
+	return &mcp.CreateMessageResult{Meta: res.Meta, Content: content, Model: res.Model, Role: res.Role, StopReason: res.StopReason}, nil
+}
+
+// Elicit asks the client, checking what the SDK checks: that the client
+// takes elicitation of the request's mode, and that an accepted answer
+// fits the schema asked for.
+func (d *fastDown) Elicit(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if d.modern {
+		return nil, refuseRequest("elicitation/create")
+	}
+	if p == nil {
+		return nil, fmt.Errorf("%w: params cannot be nil", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params"})
+	}
+	if p.Mode == "" {
+		p2 := *p
+		p2.Mode = "form"
+		if p.URL != "" || p.ElicitationID != "" {
+			p2.Mode = "url"
+		}
+		p = &p2
+	}
+	caps := d.sess.caps
+	if caps == nil || caps.Elicitation == nil {
+		return nil, errors.New("client does not support elicitation")
+	}
+	switch e := caps.Elicitation; p.Mode {
+	case "form":
+		if e.Form == nil && e.URL != nil {
+			return nil, errors.New(`client does not support "form" elicitation`)
+		}
+	case "url":
+		if e.URL == nil {
+			return nil, errors.New(`client does not support "url" elicitation`)
+		}
+	}
+	var res mcp.ElicitResult
+	if err := d.ask("elicitation/create", p, &res); err != nil {
+		return nil, err
+	}
+	if res.Action != "accept" || res.Content == nil || p.RequestedSchema == nil {
+		return &res, nil
+	}
+	var schema *jsonschema.Schema
+	b, err := json.Marshal(p.RequestedSchema)
+	if err == nil {
+		err = json.Unmarshal(b, &schema)
+	}
+	if err != nil || schema == nil {
+		return &res, err
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := resolved.Validate(res.Content); err != nil {
+		return nil, fmt.Errorf("elicitation result content does not match requested schema: %v", err)
+	}
+	if err := resolved.ApplyDefaults(&res.Content); err != nil {
+		return nil, fmt.Errorf("failed to apply schema defaults to elicitation result: %v", err)
+	}
+	return &res, nil
+}
+
+// ask sends a request to the client on the call's stream and waits for the
+// answer the client POSTs to its session. If the call ends first, the
+// client is told the request is cancelled, as the SDK tells it.
+func (d *fastDown) ask(method string, params, result any) error {
+	s := d.sess
+	ch := make(chan json.RawMessage, 1)
+	s.mu.Lock()
+	s.next++
+	id := strconv.Quote("crewlet-fast-" + strconv.Itoa(s.next))
+	if s.asked == nil {
+		s.asked = map[string]chan json.RawMessage{}
+	}
+	s.asked[id] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.asked, id)
+		s.mu.Unlock()
+	}()
+	b := []byte(`{"jsonrpc":"2.0","id":` + id + `,"method":` + strconv.Quote(method))
+	if params != nil {
+		p, err := json.Marshal(params)
+		if err != nil {
+			return err
+		}
+		b = append(append(b, `,"params":`...), p...)
+	}
+	if err := d.st.send(append(b, '}')); err != nil {
+		return err
+	}
+	select {
+	case raw := <-ch:
+		var resp struct {
+			Result json.RawMessage `json:"result"`
+			Error  *jsonrpc.Error  `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &resp); err != nil {
+			return err
+		}
+		if resp.Error != nil {
+			return resp.Error
+		}
+		return json.Unmarshal(resp.Result, result)
+	case <-d.call.Done():
+		if msg, err := notification("notifications/cancelled", &mcp.CancelledParams{RequestID: json.RawMessage(id), Reason: d.call.Err().Error()}); err == nil {
+			_ = d.st.send(msg)
+		}
+		return d.call.Err()
+	}
+}
+
+// answered hands a client's answer to a request a fast call made back to
+// that call, and answers the POST as the SDK answers a response: 202.
+func (f *operator) answered(w http.ResponseWriter, s *opSession, body []byte) bool {
+	var id []byte
+	var isResponse bool
+	err := rawjson.Members(body, func(key string, _, val []byte) error {
+		switch key {
+		case "id":
+			id = val
+		case "result", "error":
+			isResponse = true
+		case "method":
+			isResponse = false
+			return rawjson.ErrSyntax
+		}
+		return nil
+	})
+	if err != nil || !isResponse || id == nil {
+		return false
+	}
+	s.mu.Lock()
+	ch, ok := s.asked[string(id)]
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case ch <- json.RawMessage(append([]byte(nil), body...)):
+	default:
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return true
+}
+
+// noteCancel ends a fast call the client cancels. The notification goes on
+// to the SDK all the same, which answers it.
+func (f *operator) noteCancel(s *opSession, body []byte) {
+	if !bytes.Contains(body, []byte(`notifications/cancelled`)) {
+		return
+	}
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "notifications/cancelled" {
+		return
+	}
+	s.mu.Lock()
+	cancel := s.calls[string(msg.Params.RequestID)]
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}

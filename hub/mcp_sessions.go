@@ -1,0 +1,229 @@
+//lint:file-ignore SA1019 a hub forwards logging (deprecated in 2026-07-28, SEP-2577) for clients of the session revisions, which still use it.
+
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The hub's own record of the 2025 operator sessions. The SDK keeps its
+// sessions to itself; the fast path (mcp_fast.go) answers tools/call on a
+// session without the SDK, so the hub records what that needs as the SDK
+// sees it happen: the session opened (initialize) and by whom, the
+// client's initialized notification, the log level it asked for. It also
+// keeps the idle timeout the SDK kept, since the SDK no longer sees every
+// request of a session: a session no POST has used for SessionIdle is
+// closed, a POST in flight holding the timer off.
+//
+// A session leaves the table when it is closed: by its idle timer, by the
+// client's DELETE, or by the hub's close. The SDK closes a streamable
+// session for no other reason.
+
+type opSession struct {
+	id   string
+	user string // the login the session was opened with
+	ss   *mcp.ServerSession
+	caps *mcp.ClientCapabilities
+
+	mu          sync.Mutex
+	initialized bool
+	logLevel    mcp.LoggingLevel
+	// calls are the fast calls in flight, by their JSON-RPC id as written,
+	// each with what cancels it.
+	calls map[string]context.CancelFunc
+	// asked are the requests fast calls made of the client, by id,
+	// awaiting its answer.
+	asked map[string]chan json.RawMessage
+	next  int // numbers those requests
+	// refs counts POSTs in flight; timer closes the session once it has
+	// stood idle, nil once the session is closed.
+	refs  int
+	timer *time.Timer
+}
+
+type sessionTable struct {
+	idle time.Duration
+	mu   sync.Mutex
+	byID map[string]*opSession
+}
+
+func newSessionTable(idle time.Duration) *sessionTable {
+	return &sessionTable{idle: idle, byID: map[string]*opSession{}}
+}
+
+// opened records a session whose initialize succeeded.
+func (t *sessionTable) opened(ss *mcp.ServerSession, user string, caps *mcp.ClientCapabilities) {
+	id := ss.ID()
+	if id == "" {
+		return
+	}
+	s := &opSession{id: id, user: user, ss: ss, caps: caps}
+	s.timer = time.AfterFunc(t.idle, func() { t.close(s) })
+	t.mu.Lock()
+	t.byID[id] = s
+	t.mu.Unlock()
+}
+
+func (t *sessionTable) get(id string) *opSession {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id]
+}
+
+// close ends a session and forgets it: its idle timer, the fast calls in
+// flight on it (as the SDK ends its own handlers when a session closes),
+// the SDK's session.
+func (t *sessionTable) close(s *opSession) {
+	t.forget(s)
+	_ = s.ss.Close()
+}
+
+// forget drops a session the SDK has closed (or is closing).
+func (t *sessionTable) forget(s *opSession) {
+	t.mu.Lock()
+	if t.byID[s.id] == s {
+		delete(t.byID, s.id)
+	}
+	t.mu.Unlock()
+	s.mu.Lock()
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	calls := s.calls
+	s.calls = nil
+	s.mu.Unlock()
+	for _, cancel := range calls {
+		cancel()
+	}
+}
+
+// closeAll ends every session, as the hub closes.
+func (t *sessionTable) closeAll() {
+	t.mu.Lock()
+	all := make([]*opSession, 0, len(t.byID))
+	for _, s := range t.byID {
+		all = append(all, s)
+	}
+	t.mu.Unlock()
+	for _, s := range all {
+		t.forget(s)
+	}
+}
+
+// startPOST holds the idle timer off while a POST of the session runs.
+func (s *opSession) startPOST() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer == nil {
+		return
+	}
+	if s.refs == 0 {
+		s.timer.Stop()
+	}
+	s.refs++
+}
+
+// endPOST starts the idle timer again once no POST of the session runs.
+func (s *opSession) endPOST(idle time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer == nil {
+		return
+	}
+	if s.refs--; s.refs == 0 {
+		s.timer.Reset(idle)
+	}
+}
+
+// track registers a session's POSTs around next, holding its idle timer
+// off while they run; a DELETE the SDK answers with 204 has closed it.
+func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
+	s := t.get(r.Header.Get("Mcp-Session-Id"))
+	switch {
+	case s == nil:
+		next(w, r)
+	case r.Method == http.MethodPost:
+		s.startPOST()
+		defer s.endPOST(t.idle)
+		next(w, r)
+	case r.Method == http.MethodDelete:
+		sw := &statusWriter{ResponseWriter: w}
+		next(sw, r)
+		if sw.status == http.StatusNoContent {
+			t.forget(s)
+		}
+	default:
+		next(w, r)
+	}
+}
+
+// statusWriter notes the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// sessionMiddleware keeps the table as the SDK serves each session's
+// opening, its initialized notification and its log level.
+func (f *operator) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil {
+			return res, err
+		}
+		ss, ok := req.GetSession().(*mcp.ServerSession)
+		if !ok || ss.ID() == "" {
+			return res, err
+		}
+		switch method {
+		case "initialize":
+			var user string
+			if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
+				user = ex.TokenInfo.UserID
+			}
+			var caps *mcp.ClientCapabilities
+			if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip != nil {
+				caps = ip.Capabilities
+			}
+			f.sessions.opened(ss, user, caps)
+		case "notifications/initialized":
+			if s := f.sessions.get(ss.ID()); s != nil {
+				s.mu.Lock()
+				s.initialized = true
+				s.mu.Unlock()
+			}
+		case "logging/setLevel":
+			if s := f.sessions.get(ss.ID()); s != nil {
+				if lp, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && lp != nil {
+					s.mu.Lock()
+					s.logLevel = lp.Level
+					s.mu.Unlock()
+				}
+			}
+		}
+		return res, err
+	}
+}

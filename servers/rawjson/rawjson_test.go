@@ -1,0 +1,73 @@
+package rawjson
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestMembersAndElements(t *testing.T) {
+	var keys, vals []string
+	err := Members([]byte(` {"a" : 1, "b":[1, {"c":"d"}], "e":"\u00e9"} `), func(k string, kr, v []byte) error {
+		keys, vals = append(keys, k+"="+string(kr)), append(vals, string(v))
+		return nil
+	})
+	if err != nil || strings.Join(keys, " ") != `a="a" b="b" e="e"` || strings.Join(vals, " ") != `1 [1, {"c":"d"}] "\u00e9"` {
+		t.Fatalf("%v %q %q", err, keys, vals)
+	}
+	var els []string
+	if err := Elements([]byte(`[ 1 , "x", {} ]`), func(v []byte) error { els = append(els, string(v)); return nil }); err != nil ||
+		strings.Join(els, "|") != `1|"x"|{}` {
+		t.Fatalf("%v %q", err, els)
+	}
+	for _, bad := range []string{`{"a":1`, `{"a" 1}`, `{a:1}`, `{"a":1,}`, `{"\u0061":1}`, `{"a":1} x`} {
+		if Members([]byte(bad), func(string, []byte, []byte) error { return nil }) == nil {
+			t.Errorf("Members(%s) accepted", bad)
+		}
+	}
+}
+
+func TestStringTextAndAppendString(t *testing.T) {
+	for _, s := range []string{"", "plain", "tab\tnew\nline\r", `q"b\s/`, "\x00\x01\x1f", "é ☃ 😀", "<&>"} {
+		quoted := AppendString(nil, s)
+		var viaJSON string
+		if err := json.Unmarshal(quoted, &viaJSON); err != nil || viaJSON != s {
+			t.Errorf("AppendString(%q) = %s, which reads back as %q (%v)", s, quoted, viaJSON, err)
+		}
+		got, ok := StringText(quoted)
+		if !ok || got != s {
+			t.Errorf("StringText(%s) = %q %v", quoted, got, ok)
+		}
+	}
+	if _, ok := StringText([]byte(`"\ud800"`)); ok {
+		t.Error("a lone surrogate was read back")
+	}
+}
+
+// FuzzWhole: Whole accepts exactly the JSON texts encoding/json accepts
+// whose strings are valid UTF-8 without lone surrogates (which a decoder
+// would change rather than read).
+func FuzzWhole(f *testing.F) {
+	for _, s := range []string{`{}`, `[]`, `"a"`, `1.5e-3`, `-0`, `{"a":[true,false,null]}`, `"\ud83d\ude00"`, `"\ud800"`, "\"\xff\"", `01`, `1.`, ` [ 1 , 2 ] `} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		lone := false
+		err := Whole([]byte(in), func(tok String) error {
+			if tok.Escaped {
+				if _, ok := Unquote(nil, tok.Body); !ok {
+					lone = true
+				}
+			}
+			return nil
+		})
+		valid := json.Valid([]byte(in)) && utf8.ValidString(in) && strings.Count(in, "[")+strings.Count(in, "{") <= MaxDepth
+		if err == nil && !json.Valid([]byte(in)) {
+			t.Fatalf("Whole accepted %q, which is not JSON", in)
+		}
+		if valid && err != nil && !lone {
+			t.Fatalf("Whole refused %q: %v", in, err)
+		}
+	})
+}
