@@ -28,9 +28,15 @@ import (
 const tokenVar = "CREWLET_LOAD_TOKEN"
 
 // Tool names in the hub's catalogue: each upstream's echo behind its prefix.
+// The HTTP echo is configured twice, once at its stateless path (the hub's
+// link to it speaks 2026-07-28) and once at its path with sessions (the
+// link is a 2025-11-25 session): a client of each revision is measured
+// through the link of its own revision, so the echo server does the same
+// work behind the hub as in the direct baseline it is compared with.
 const (
-	hubHTTPTool  = "http_echo"
-	hubStdioTool = "stdio_echo"
+	hubHTTPTool    = "http_echo"
+	hubSessionTool = "session_echo"
+	hubStdioTool   = "stdio_echo"
 )
 
 // Protocol revisions a client of the hub may speak: the last with
@@ -139,7 +145,7 @@ func run(ctx context.Context, args []string) (err error) {
 		token = hex.EncodeToString(raw[:])
 	}
 	cfg := filepath.Join(tmp, "company.yaml")
-	if err := os.WriteFile(cfg, []byte(company(echoURL, self)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(company("http://"+echoAddr, self)), 0o600); err != nil {
 		return err
 	}
 	logf, err := os.Create(filepath.Join(tmp, "hub.log"))
@@ -190,7 +196,7 @@ func run(ctx context.Context, args []string) (err error) {
 	// make 64 sessions open and close a connection per call.
 	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 90 * time.Second}
 	defer tr.CloseIdleConnections()
-	if err := waitTools(ctx, hubURL, token, tr, 30*time.Second, hubHTTPTool, hubStdioTool); err != nil {
+	if err := waitTools(ctx, hubURL, token, tr, 30*time.Second, hubHTTPTool, hubSessionTool, hubStdioTool); err != nil {
 		return fmt.Errorf("hub: %w; its log is %s", err, logf.Name())
 	}
 
@@ -213,12 +219,13 @@ func run(ctx context.Context, args []string) (err error) {
 	// 2026 client's the stateless one: each revision as a go-sdk server
 	// serves it.
 	directURL := map[string]string{rev2025: "http://" + echoAddr + "/session/mcp", rev2026: echoURL}
+	httpTool := map[string]string{rev2025: hubSessionTool, rev2026: hubHTTPTool}
 	var groups [][]target
 	for _, rev := range revs {
 		if sections[secForward] {
 			groups = append(groups, []target{
 				{path: "direct http", rev: rev, url: directURL[rev], tool: "echo", direct: true, cpu: cpuRoles{upstream: echoPID}},
-				hubTarget("hub -> http", rev, hubHTTPTool, echoPID),
+				hubTarget("hub -> http", rev, httpTool[rev], echoPID),
 				hubTarget("hub -> stdio", rev, hubStdioTool, stdioChild),
 			})
 		}
@@ -418,10 +425,10 @@ func parseLevels(s string) ([]int, error) {
 
 // company is the hub's company file: one admin operator whose token comes
 // from tokenVar, whose unit owns project LOAD of the native tracker, and the
-// echo upstream twice, over HTTP and as a stdio child
-// (this binary), each behind its own prefix so the two echo tools do not
-// collide.
-func company(echoURL, self string) string {
+// echo upstream three times: over HTTP statelessly and with sessions, and as
+// a stdio child (this binary), each behind its own prefix so the echo tools
+// do not collide.
+func company(echoBase, self string) string {
 	return fmt.Sprintf(`units:
   - id: load
     name: Load
@@ -437,11 +444,14 @@ mcp_servers:
   - name: echo_http
     url: %q
     tool_prefix: http_
+  - name: echo_session
+    url: %q
+    tool_prefix: session_
   - name: echo_stdio
     command: %q
     args: [echo-server, --stdio]
     tool_prefix: stdio_
-`, tokenVar, echoURL, self)
+`, tokenVar, echoBase+"/mcp", echoBase+"/session/mcp", self)
 }
 
 // findHub looks for the crewlet binary beside this one, then on PATH, and

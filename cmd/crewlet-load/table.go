@@ -53,7 +53,9 @@ func printTable(rows []measurement) {
 
 // isEcho tells the rows that call the echo tool, the only ones a direct
 // baseline exists for.
-func isEcho(t target) bool { return t.tool == hubHTTPTool || t.tool == hubStdioTool }
+func isEcho(t target) bool {
+	return t.tool == hubHTTPTool || t.tool == hubSessionTool || t.tool == hubStdioTool
+}
 
 func round(d time.Duration) time.Duration {
 	neg := d < 0
