@@ -365,3 +365,12 @@ func (b *upstreamBackend) Call(ctx context.Context, _ authority.Caller, tool str
 	}
 	return inst.Call(ctx, tool, args)
 }
+
+// CallRaw is Call answering the server's JSON, for the one pass.
+func (b *upstreamBackend) CallRaw(ctx context.Context, _ authority.Caller, tool string, args json.RawMessage) (json.RawMessage, *mcp.CallToolResult, error) {
+	inst := b.inst()
+	if inst == nil {
+		return nil, nil, &upstream.DownError{Server: b.server, Cause: "it is no longer running on this node"}
+	}
+	return inst.CallRaw(ctx, tool, args)
+}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 type conn struct {
 	cancel   context.CancelFunc // ends the connection's own context
 	sess     *mcp.ClientSession
+	fast     link // nil when the session carries no fast calls
 	child    *child
 	ended    chan struct{}
 	recorded chan struct{}
@@ -28,7 +30,7 @@ type conn struct {
 func (i *Instance) closeConn(c *conn) {
 	i.mu.Lock()
 	if i.sess == c.sess {
-		i.sess, i.ended = nil, nil
+		i.sess, i.ended, i.fast = nil, nil, nil
 	}
 	i.child = c.child
 	i.mu.Unlock()
@@ -85,7 +87,15 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 		close(ended)
 	})
 
+	setup, fast := c.fastLink(tools)
+	viaSDK := map[string]bool{}
+	for _, t := range tools {
+		if in, err := json.Marshal(t.Def.InputSchema); err == nil && bytes.Contains(in, []byte(`"x-mcp-header"`)) {
+			viaSDK[t.Def.Name] = true
+		}
+	}
 	i.mu.Lock()
+	i.fast, i.fastSetup, i.viaSDK = fast, setup, viaSDK
 	changed := !sameTools(i.tools, tools)
 	first := !i.started
 	old := i.tools
@@ -130,6 +140,9 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 			base = http.DefaultTransport
 		}
 		hc := &http.Client{Transport: headerRT{headers: spec.Headers, base: tapRT{base: base, raw: raw}}, Timeout: i.opts.HTTPClient.Timeout}
+		// Fast calls skip the tap: it reads tools/list answers, which
+		// they are not.
+		fastClient := &http.Client{Transport: headerRT{headers: spec.Headers, base: base}, Timeout: i.opts.HTTPClient.Timeout}
 		if spec.Transport == TransportSSE {
 			// The SSE transport predates server/discover; it is always a
 			// session.
@@ -140,6 +153,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 				probe = probeHTTP(ctx, hc, spec.URL, i.client(), i.opts.ProbeTimeout)
 			}
 			inner = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc}
+			c.fast = &httpLink{i: i, url: spec.URL, client: fastClient}
 		}
 	default:
 		ch, err := startChild(spec.Command, spec.Args, ChildEnv(spec, i.opts.Host), i.opts.Dir, func(line string) {
@@ -156,7 +170,9 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 		if !probed {
 			probe, rest = probeStdio(ch.stdin, ch.stdout, i.client(), i.opts.ProbeTimeout)
 		}
-		inner = &tapTransport{inner: &mcp.IOTransport{Reader: readCloser{rest, ch.stdout}, Writer: ch.stdin}, raw: raw}
+		dm, lw := newDemux(rest, i.onNotify), &lockedWriter{w: ch.stdin}
+		inner = &tapTransport{inner: &mcp.IOTransport{Reader: readCloser{dm, ch.stdout}, Writer: lw}, raw: raw}
+		c.fast = &stdioLink{w: lw, dm: dm}
 	}
 	version := link
 	if !probed {
@@ -210,6 +226,26 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	}
 	c.sess, c.cancel = sess, ccancel
 	return c, nil
+}
+
+// fastLink readies the connection's fast calls once the session is open:
+// the revision it speaks, its session id, and the _meta its requests
+// carry. A 2026-07-28 session whose _meta was not seen on the SDK's own
+// requests carries none (every call then goes through the SDK).
+func (c *conn) fastLink(tools []Tool) (linkSetup, link) {
+	if c.fast == nil || c.sess == nil || c.sess.InitializeResult() == nil {
+		return linkSetup{}, nil
+	}
+	setup := linkSetup{version: c.sess.InitializeResult().ProtocolVersion}
+	if setup.version >= "2026-07-28" {
+		if setup.meta = c.rawAnn.requestMeta(); setup.meta == nil {
+			return linkSetup{}, nil
+		}
+	}
+	if hl, ok := c.fast.(*httpLink); ok {
+		hl.version, hl.session = setup.version, c.sess.ID()
+	}
+	return setup, c.fast
 }
 
 func (c *conn) raw(tool string) json.RawMessage {

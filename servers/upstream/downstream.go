@@ -123,16 +123,7 @@ var (
 func (i *Instance) clientOptions() *mcp.ClientOptions {
 	return &mcp.ClientOptions{
 		CreateMessageHandler: func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			f, err := i.flights.only()
-			if err != nil {
-				i.log.Warn("server_request_undelivered", "method", "sampling/createMessage", "error", err.Error())
-				return nil, err
-			}
-			res, err := f.d.CreateMessage(ctx, req.Params)
-			if err != nil {
-				i.log.Warn("server_request_failed", "method", "sampling/createMessage", "error", err.Error())
-			}
-			return res, err
+			return i.sample(ctx, req.Params)
 		},
 		// Set so the SDK declares elicitation to the server; requests are
 		// answered by passElicitation before they reach it.
@@ -149,6 +140,51 @@ func (i *Instance) clientOptions() *mcp.ClientOptions {
 			}
 		},
 	}
+}
+
+// sample hands a server's sampling request to the client of the one call
+// in flight.
+func (i *Instance) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	f, err := i.flights.only()
+	if err != nil {
+		i.log.Warn("server_request_undelivered", "method", "sampling/createMessage", "error", err.Error())
+		return nil, err
+	}
+	res, err := f.d.CreateMessage(ctx, p)
+	if err != nil {
+		i.log.Warn("server_request_failed", "method", "sampling/createMessage", "error", err.Error())
+	}
+	return res, err
+}
+
+// elicit hands a server's elicitation request to the client of the one
+// call in flight, as the server wrote it.
+func (i *Instance) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	f, err := i.flights.only()
+	if err != nil {
+		i.log.Warn("server_request_undelivered", "method", "elicitation/create", "error", err.Error())
+		return nil, err
+	}
+	res, err := f.d.Elicit(ctx, p)
+	if err != nil {
+		i.log.Warn("server_request_failed", "method", "elicitation/create", "error", err.Error())
+	}
+	return res, err
+}
+
+// roots answers a server's roots/list with the roots of the client of the
+// one call in flight; with no call in flight the hub has none of its own
+// to offer.
+func (i *Instance) roots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	f, err := i.flights.only()
+	if errors.Is(err, errNoClient) {
+		return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil
+	}
+	if err != nil {
+		i.log.Warn("server_request_undelivered", "method", "roots/list", "error", err.Error())
+		return nil, err
+	}
+	return f.d.ListRoots(ctx, p)
 }
 
 // onNotify forwards a server's log lines and progress to the client of the
@@ -298,31 +334,12 @@ func listFeatures(ctx context.Context, sess *mcp.ClientSession) (Features, error
 func (i *Instance) passElicitation(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if rr, ok := req.(*mcp.ListRootsRequest); ok && method == "roots/list" {
-			// The roots are the calling client's; with no call in flight
-			// the hub has none of its own to offer.
-			f, err := i.flights.only()
-			if errors.Is(err, errNoClient) {
-				return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil
-			}
-			if err != nil {
-				i.log.Warn("server_request_undelivered", "method", method, "error", err.Error())
-				return nil, err
-			}
-			return f.d.ListRoots(ctx, rr.Params)
+			return i.roots(ctx, rr.Params)
 		}
 		er, ok := req.(*mcp.ElicitRequest)
 		if method != "elicitation/create" || !ok {
 			return next(ctx, method, req)
 		}
-		f, err := i.flights.only()
-		if err != nil {
-			i.log.Warn("server_request_undelivered", "method", method, "error", err.Error())
-			return nil, err
-		}
-		res, err := f.d.Elicit(ctx, er.Params)
-		if err != nil {
-			i.log.Warn("server_request_failed", "method", method, "error", err.Error())
-		}
-		return res, err
+		return i.elicit(ctx, er.Params)
 	}
 }

@@ -30,6 +30,28 @@ type rawAnnotations struct {
 	mu      sync.Mutex
 	pending map[string]bool // ids of tools/list requests awaiting an answer
 	byTool  map[string]json.RawMessage
+	// meta is the _meta members the SDK's client puts on every request
+	// of a 2026-07-28 session, which fast calls carry too.
+	meta []byte
+}
+
+// noteRequest keeps the _meta of a request the SDK's client wrote, the
+// first time one carries the protocol version in it.
+func (r *rawAnnotations) noteRequest(params json.RawMessage) {
+	if !bytes.Contains(params, []byte(`"io.modelcontextprotocol/protocolVersion"`)) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.meta == nil {
+		r.meta = metaMembers(params)
+	}
+}
+
+func (r *rawAnnotations) requestMeta() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.meta
 }
 
 func newRawAnnotations() *rawAnnotations {
@@ -113,6 +135,7 @@ type tapConn struct {
 func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/list" && req.IsCall() {
 		c.raw.expect(idKey(req.ID.Raw()))
+		c.raw.noteRequest(req.Params)
 	}
 	return c.Connection.Write(ctx, msg)
 }
@@ -152,6 +175,7 @@ func (t tapRT) RoundTrip(r *http.Request) (*http.Response, error) {
 			for _, m := range jsonMessages(body) {
 				if m.Method == "tools/list" {
 					t.raw.expect(idKey(m.ID))
+					t.raw.noteRequest(m.Params)
 				}
 			}
 		}

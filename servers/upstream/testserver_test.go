@@ -77,6 +77,19 @@ func serveGoSDK() {
 			}
 			return nil, textOut{Text: fmt.Sprint(cmd.Process.Pid)}, nil
 		})
+	// With UPSTREAM_CHATTY set, the server offers a tool that reports
+	// progress three times before it answers.
+	if os.Getenv("UPSTREAM_CHATTY") != "" {
+		mcp.AddTool(s, &mcp.Tool{Name: "chatty", Description: "reports progress three times, then answers"},
+			func(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+				if tok := req.Params.GetProgressToken(); tok != nil {
+					for i := 1; i <= 3; i++ {
+						_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3})
+					}
+				}
+				return nil, textOut{Text: "said it all"}, nil
+			})
+	}
 	// With UPSTREAM_SHOUT set, the server offers a tool that writes one
 	// stderr line of the given size, then another line, then answers.
 	if os.Getenv("UPSTREAM_SHOUT") != "" {
