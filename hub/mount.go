@@ -18,8 +18,13 @@ import (
 	"github.com/sourcegraph/conc"
 )
 
-// mounted is a first-party server the hub runs in-process, reached over the
-// SDK's in-memory transport so it behaves exactly as it does standalone.
+// mounted is a first-party server the hub runs in-process. Its tools are
+// listed over the SDK's in-memory transport, as any client would list them,
+// and each tool the servers kit registered is called directly (a function
+// call to the very handler the SDK would call, with the same caller and
+// proof in the request: servers.Direct), without writing the call to the
+// connection and reading the answer back. A tool the kit did not register
+// is called over the connection.
 //
 // That connection can break (a frame past the transport's limit closes it
 // for good), and every tool of the server would then answer unavailable
@@ -27,10 +32,11 @@ import (
 // the connection to end and makes a new one to the same server, until
 // Close, which ends the goroutine and the connection and is safe twice.
 type mounted struct {
-	name  string
-	proof string
-	srv   *mcp.Server
-	log   *slog.Logger
+	name   string
+	proof  string
+	direct *servers.Direct
+	srv    *mcp.Server
+	log    *slog.Logger
 
 	mu   sync.Mutex
 	conn *mountConn // nil while a broken connection is being replaced
@@ -56,8 +62,8 @@ type mountConn struct {
 // mount connects a first-party server in-process and lists its tools as
 // builtin entries.
 func mount(ctx context.Context, name string, log *slog.Logger, build func(servers.Trust) *mcp.Server) (*mounted, []Entry, error) {
-	trust, proof := servers.InProcessTrust()
-	m := &mounted{name: name, proof: proof, srv: build(trust), log: log}
+	trust, direct := servers.InProcess()
+	m := &mounted{name: name, proof: direct.Proof(), direct: direct, srv: build(trust), log: log}
 	c, err := m.connect(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("mount %s: %w", name, err)
@@ -225,6 +231,13 @@ func entryFromTool(t *mcp.Tool, src Source, prefix string, b Backend) (Entry, er
 // refused as unavailable, marked as possibly having taken effect: it was
 // sent and no answer came back. The next call has a new connection.
 func (m *mounted) Call(ctx context.Context, caller authority.Caller, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	if m.ctx.Err() != nil {
+		// Closed: the hub is stopping it, and no call reaches it.
+		return nil, m.down("the hub has stopped it", false)
+	}
+	if res, ok, err := m.direct.Call(ctx, caller, tool, args); ok {
+		return res, err
+	}
 	c := m.current(ctx)
 	if c == nil {
 		if ctx.Err() != nil {

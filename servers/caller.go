@@ -26,6 +26,9 @@ type Trust struct {
 	// allows it for; nil: nobody.
 	as       *authority.Caller
 	asAnyone bool
+	// direct, for a server in the hub's own process, is where Register
+	// files each tool's handler for a direct call (InProcess).
+	direct *Direct
 }
 
 // As returns the trust with a seat for calls that name no caller, as a
@@ -78,6 +81,14 @@ func (t Trust) Caller(req *mcp.CallToolRequest) (authority.Caller, error) {
 	if !ok {
 		return authority.Caller{}, authority.Refuse(authority.Forbidden,
 			"The call names no caller, so nobody could be held to it; it was not run.")
+	}
+	if c, ok := raw.(authority.Caller); ok {
+		// The typed value, as the hub sends it in-process.
+		if !c.Valid() {
+			return authority.Caller{}, authority.Refuse(authority.Forbidden,
+				"The call's caller is not a seat, a person or an operator credential; it was not run.")
+		}
+		return c, nil
 	}
 	var c authority.Caller
 	// The metadata arrives as a decoded JSON value over a wire transport and

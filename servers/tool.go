@@ -124,7 +124,8 @@ func Annotations(h Hints) *mcp.ToolAnnotations {
 
 // Register adds every tool of a table to a server. A duplicate name in one
 // table is a programming error and panics at start-up rather than letting the
-// later entry shadow the earlier one.
+// later entry shadow the earlier one. Under an in-process trust (InProcess)
+// each handler is also filed for a direct call.
 func Register(s *mcp.Server, trust Trust, log *slog.Logger, tools ...Tool) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -140,5 +141,8 @@ func Register(s *mcp.Server, trust Trust, log *slog.Logger, tools ...Tool) {
 			panic("servers: " + err.Error())
 		}
 		s.AddTool(def, h)
+		if trust.direct != nil {
+			trust.direct.add(t.Name, h)
+		}
 	}
 }
