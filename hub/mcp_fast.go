@@ -338,27 +338,47 @@ func (s *fastStream) send(msg []byte) error {
 	return s.writeLocked(msg)
 }
 
+// final writes the call's answer and ends the stream. An answer that is
+// the stream's only message is written with its length, unflushed: the
+// server then sends headers and body in one write, with no chunk framing
+// and no second write to end it.
 func (s *fastStream) final(msg []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
 		return
 	}
-	_ = s.writeLocked(msg)
 	s.done = true
+	if s.open {
+		_ = s.writeLocked(msg)
+		return
+	}
+	s.header()
+	s.buf = s.event(msg)
+	s.w.Header().Set("Content-Length", strconv.Itoa(len(s.buf)))
+	_, _ = s.w.Write(s.buf)
+}
+
+func (s *fastStream) header() {
+	h := s.w.Header()
+	h.Set("Cache-Control", "no-cache, no-transform")
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Connection", "keep-alive")
+	s.open = true
+}
+
+// event frames msg as the SDK frames a message, in s.buf.
+func (s *fastStream) event(msg []byte) []byte {
+	b := append(s.buf[:0], "event: message\ndata: "...)
+	b = append(b, msg...)
+	return append(b, "\n\n"...)
 }
 
 func (s *fastStream) writeLocked(msg []byte) error {
 	if !s.open {
-		h := s.w.Header()
-		h.Set("Cache-Control", "no-cache, no-transform")
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Connection", "keep-alive")
-		s.open = true
+		s.header()
 	}
-	s.buf = append(s.buf[:0], "event: message\ndata: "...)
-	s.buf = append(s.buf, msg...)
-	s.buf = append(s.buf, "\n\n"...)
+	s.buf = s.event(msg)
 	_, err := s.w.Write(s.buf)
 	_ = s.rc.Flush()
 	return err

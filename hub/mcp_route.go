@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -76,7 +77,10 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	buf := bodies.Get().(*bytes.Buffer)
+	defer putBody(buf)
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	body := buf.Bytes()
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -107,9 +111,37 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 	f.stateful.ServeHTTP(w, r)
 }
 
+// spoken are the revisions this hub speaks, read once: every request names
+// one.
+var spoken = func() map[string]revision {
+	m := map[string]revision{}
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if r, ok := parseRevision(v); ok {
+			m[v] = r
+		}
+	}
+	return m
+}()
+
+// bodies holds request bodies for reuse: a body is read, routed, and done
+// with when its request is answered (the SDK reads its own copy).
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putBody gives a body back, unless it grew past what most requests need.
+func putBody(b *bytes.Buffer) {
+	if b.Cap() > 64<<10 {
+		return
+	}
+	b.Reset()
+	bodies.Put(b)
+}
+
 // checkRevision refuses a revision header that is not a date, or names a
 // revision this hub does not speak, saying which it does.
 func (f *operator) checkRevision(w http.ResponseWriter, header string) (revision, bool) {
+	if r, ok := spoken[header]; ok {
+		return r, true
+	}
 	supported := mcp.SupportedProtocolVersions()
 	// The header is the client's to choose and may be long: it is quoted
 	// only when it is short enough to be a revision at all.

@@ -53,6 +53,9 @@ const chunkSize = 16 << 10
 // redact replaces configured secrets and credential shapes in s. It reports
 // whether anything was replaced; if not, s is returned as is.
 func redact(s string, set *secretSet) (string, bool) {
+	if len(s) <= shortText && !set.mayMatch(s) {
+		return s, false
+	}
 	var buf [8]span
 	spans := buf[:0]
 	var scans [len(triggers)]shapeScan
@@ -78,6 +81,23 @@ func redact(s string, set *secretSet) (string, bool) {
 		return s, false
 	}
 	return replaceSpans(s, spans), true
+}
+
+// shortText bounds the texts first read once, whole, for any byte a
+// redaction can be found from. Most strings of a structured result (names,
+// ids, titles) hold none, and skip the search per trigger and per secret,
+// whose set-up costs more than such a string's whole scan.
+const shortText = 256
+
+// mayMatch reports whether s holds a byte a redaction is found from: a
+// trigger byte or a configured secret's anchor.
+func (set *secretSet) mayMatch(s string) bool {
+	for i := range len(s) {
+		if set.starts[s[i]] {
+			return true
+		}
+	}
+	return false
 }
 
 // findSecrets appends the spans of every configured value that starts in

@@ -73,6 +73,9 @@ type secretSet struct {
 	// Rabin-Karp fallback keeps long needles linear.
 	anchors []anchorGroup
 	long    []string
+	// starts marks the bytes a search starts from: the credential
+	// shapes' triggers, each anchor, each long value's first byte.
+	starts [256]bool
 }
 
 // maxAnchored bounds the values found by anchor byte: each hit costs a
@@ -138,6 +141,15 @@ func newSecretSet(values []string) *secretSet {
 		set.anchors = append(set.anchors, *g)
 	}
 	slices.SortFunc(set.anchors, func(a, b anchorGroup) int { return int(a.b) - int(b.b) })
+	for i := range len(triggers) {
+		set.starts[triggers[i]] = true
+	}
+	for _, g := range set.anchors {
+		set.starts[g.b] = true
+	}
+	for _, v := range set.long {
+		set.starts[v[0]] = true
+	}
 	return set
 }
 
@@ -192,7 +204,7 @@ func base64Forms(v string) []string {
 }
 
 // noSecrets stands in for the set of a Sanitizer that was never given one.
-var noSecrets = &secretSet{}
+var noSecrets = newSecretSet(nil)
 
 func (s *Sanitizer) loadSecrets() *secretSet {
 	if set := s.secrets.Load(); set != nil {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -55,7 +56,12 @@ func (l *httpLink) call(ctx context.Context, id, name string, body []byte) (json
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() {
+		// Read to the end (a stream ends after its response), so the
+		// connection goes back to the pool rather than being closed.
+		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+		resp.Body.Close()
+	}()
 	switch {
 	case resp.StatusCode == http.StatusNotFound && l.session != "":
 		return nil, errSessionGone
@@ -107,12 +113,21 @@ func answerOf(msg []byte, id string) (json.RawMessage, error) {
 	return result, nil
 }
 
+// readers are the buffers event streams are read through, reused: what is
+// read is copied out of them before they go back.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10) }}
+
 // events reads the event stream a call is answered on: the server's
 // notifications go where the SDK's client would send them (onNotify), its
 // requests of the client are answered on the session, and the response
 // ends the stream.
 func (l *httpLink) events(ctx context.Context, body io.Reader, id string) (json.RawMessage, error) {
-	r := bufio.NewReaderSize(body, 16<<10)
+	r := readers.Get().(*bufio.Reader)
+	r.Reset(body)
+	defer func() {
+		r.Reset(nil)
+		readers.Put(r)
+	}()
 	var data []byte
 	for {
 		line, err := r.ReadSlice('\n')
