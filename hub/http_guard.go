@@ -96,6 +96,9 @@ func (f *operator) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// maxTokenInfos bounds the SDK's views of principals kept.
+const maxTokenInfos = 1024
+
 // sdkAuth hands the principal authenticate found to the SDK, which passes
 // it to tool handlers with each request and pins a stateful session to the
 // credential's login.
@@ -105,7 +108,18 @@ func (f *operator) sdkAuth(next http.Handler) http.Handler {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: p.Caller().Seat, Extra: map[string]any{principalKey: p}}, nil
+		if ti, ok := f.tokenInfos.Load(p); ok {
+			return ti.(*auth.TokenInfo), nil
+		}
+		ti := &auth.TokenInfo{UserID: p.Caller().Seat, Extra: map[string]any{principalKey: p}}
+		// Principals are the company's credentials, few; a revision that
+		// replaced many starts the record again.
+		if f.tokenCount.Add(1) > maxTokenInfos {
+			f.tokenInfos.Clear()
+			f.tokenCount.Store(0)
+		}
+		f.tokenInfos.Store(p, ti)
+		return ti, nil
 	}
 	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(next)
 }

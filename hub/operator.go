@@ -48,16 +48,21 @@ type operatorDeps struct {
 type operator struct {
 	operatorDeps
 
-	refusals  *refusalLog
-	inflight  atomic.Int64 // tools/call requests being answered
-	putMu     sync.Mutex   // one company-file edit at a time
-	mu        sync.Mutex
-	synced    map[string]string // tool name -> sdkKey, as the SDK has it
-	owned     *owners           // who owns each re-exported resource and prompt
-	subs      map[string]int    // resource uri -> clients subscribed through the hub
-	server    *mcp.Server
-	stateful  *mcp.StreamableHTTPHandler
-	stateless *mcp.StreamableHTTPHandler
+	refusals *refusalLog
+	inflight atomic.Int64 // tools/call requests being answered
+	putMu    sync.Mutex   // one company-file edit at a time
+	mu       sync.Mutex
+	synced   map[string]string // tool name -> sdkKey, as the SDK has it
+	owned    *owners           // who owns each re-exported resource and prompt
+	subs     map[string]int    // resource uri -> clients subscribed through the hub
+	server   *mcp.Server
+	// stateful and stateless are the SDK's handlers, behind sdkAuth.
+	stateful  http.Handler
+	stateless http.Handler
+	// tokenInfos are the SDK's view of each principal, made once: the SDK
+	// only reads them.
+	tokenInfos sync.Map // authority.Principal -> *auth.TokenInfo
+	tokenCount atomic.Int64
 	// sessions are the 2025 sessions, as the fast path needs them.
 	sessions *sessionTable
 	// noFast leaves every call to the SDK: the path the fast path is
@@ -104,9 +109,9 @@ func (f *operator) close() {
 func (h *Hub) Handler() http.Handler {
 	f := h.operator
 	mux := http.NewServeMux()
-	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/operator/mcp", f.guard(f.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serveMCP(codedWriter{w}, r)
-	})))))
+	}))))
 	mux.Handle("GET /tools", f.guard(f.authenticate(http.HandlerFunc(f.serveTools))))
 	mux.Handle("POST /config/reload", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveReload)))))
 	// Server rows show each configured launch, so they are for

@@ -61,8 +61,10 @@ func newOperator(d operatorDeps) *operator {
 			PropagateRequestCancellation: true,
 		}
 	}
-	f.stateful = mcp.NewStreamableHTTPHandler(get, opts(false))
-	f.stateless = mcp.NewStreamableHTTPHandler(get, opts(true))
+	// The fast path needs nothing of the SDK's authentication; only what
+	// reaches the SDK goes through it.
+	f.stateful = f.sdkAuth(mcp.NewStreamableHTTPHandler(get, opts(false)))
+	f.stateless = f.sdkAuth(mcp.NewStreamableHTTPHandler(get, opts(true)))
 	return f
 }
 
