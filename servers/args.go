@@ -14,7 +14,11 @@ import (
 // decodeArgs checks raw arguments against the tool's schema and decodes them.
 // Everything wrong here is the caller's input, so it is claimed as invalid
 // with the schema's own words naming the argument (REF-3, REF-4).
-func decodeArgs(raw any, schema *jsonschema.Resolved, into any) *authority.Refusal {
+//
+// defaults says whether the schema declares any default to fill in; when
+// it declares none, the arguments are decoded as they came, without the
+// checked value being written out and read again first.
+func decodeArgs(raw any, schema *jsonschema.Resolved, defaults bool, into any) *authority.Refusal {
 	var data []byte
 	switch v := raw.(type) {
 	case nil:
@@ -41,6 +45,12 @@ func decodeArgs(raw any, schema *jsonschema.Resolved, into any) *authority.Refus
 	if err := schema.Validate(m); err != nil {
 		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
 	}
+	if !defaults {
+		if err := json.Unmarshal(data, into); err != nil {
+			return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
+		}
+		return nil
+	}
 	if err := schema.ApplyDefaults(&m); err != nil {
 		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
 	}
@@ -49,6 +59,14 @@ func decodeArgs(raw any, schema *jsonschema.Resolved, into any) *authority.Refus
 		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
 	}
 	return nil
+}
+
+// declaresDefaults reports whether a schema declares a default anywhere:
+// read from its JSON, where a property that is itself called "default" only
+// makes the answer yes, which costs speed, never correctness.
+func declaresDefaults(schema *jsonschema.Schema) bool {
+	b, err := json.Marshal(schema)
+	return err != nil || bytes.Contains(b, []byte(`"default":`))
 }
 
 // CheckArgumentText is the kit's rule on text in arguments, for arguments

@@ -2,6 +2,7 @@ package servers
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -45,13 +46,42 @@ func TestControlCharactersRefusedOnTheWayIn(t *testing.T) {
 		{`{"title":"ok","nested":{"text":"\u0000"}}`, "nested.text"},
 	} {
 		var in argsIn
-		r := decodeArgs(json.RawMessage(tc.args), resolved, &in)
+		r := decodeArgs(json.RawMessage(tc.args), resolved, declaresDefaults(schema), &in)
 		switch {
 		case tc.arg == "" && r != nil:
 			t.Errorf("%s refused: %s", tc.args, r.Sentence)
 		case tc.arg != "" && (r == nil || r.Class != authority.Invalid || r.Data["argument"] != tc.arg || !strings.Contains(r.Sentence, tc.arg)):
 			t.Errorf("%s: %+v, want invalid naming %s", tc.args, r, tc.arg)
 		}
+	}
+}
+
+// Arguments decode to the same value whether the checked value is written
+// out and read again (a schema with defaults to fill in) or not.
+func TestArgumentsDecodeTheSameWithoutDefaults(t *testing.T) {
+	schema, err := jsonschema.For[argsIn](nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if declaresDefaults(schema) {
+		t.Fatal("a schema without defaults is read as declaring some")
+	}
+	for _, args := range []string{`{"title":"t"}`, `{"title":"t","labels":["a","b"],"nested":{"text":"x"}}`, `{}`, ``, `null`} {
+		var direct, roundTrip argsIn
+		r1 := decodeArgs(json.RawMessage(args), resolved, false, &direct)
+		r2 := decodeArgs(json.RawMessage(args), resolved, true, &roundTrip)
+		if (r1 == nil) != (r2 == nil) || !reflect.DeepEqual(direct, roundTrip) {
+			t.Errorf("%s: direct %+v %v, round trip %+v %v", args, direct, r1, roundTrip, r2)
+		}
+	}
+	withDefault := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{
+		"n": {Type: "integer", Default: json.RawMessage(`3`)}}}
+	if !declaresDefaults(withDefault) {
+		t.Fatal("a default was not seen")
 	}
 }
 

@@ -55,6 +55,7 @@ func Typed[In, Out any](name, description string, hints Hints, delivers string, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("tool %s: input schema: %w", name, err)
 		}
+		defaults := declaresDefaults(in)
 		// No output schema is advertised: clients (the TypeScript SDK among
 		// them) check structured content against it even on a failed
 		// result, and a refusal's structured content is its class, not the
@@ -76,7 +77,7 @@ func Typed[In, Out any](name, description string, hints Hints, delivers string, 
 				return Refused(authority.AsRefusal(err)), nil
 			}
 			var args In
-			if r := decodeArgs(req.Params.Arguments, resolved, &args); r != nil {
+			if r := decodeArgs(req.Params.Arguments, resolved, defaults, &args); r != nil {
 				return Refused(r), nil
 			}
 			res, err := h(ctx, caller, args)
