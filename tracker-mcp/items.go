@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -520,15 +521,18 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 	out := listOut{Items: []summary{}}
 	var lastKey string
 	for ok := it.Last(); ok; ok = it.Prev() {
-		parts := strings.Split(strings.TrimPrefix(string(it.Key()), prefix), "/")
+		rest := strings.TrimPrefix(string(it.Key()), prefix)
 		// Every index key ends in the padded number; the project is in the
 		// key only where the prefix does not already fix it.
-		num, pk := parts[len(parts)-1], proj
-		if len(parts) >= 2 {
-			pk = parts[len(parts)-2]
+		num, pk := rest, proj
+		if i := strings.LastIndexByte(rest, '/'); i >= 0 {
+			num, pk = rest[i+1:], rest[:i]
+			if j := strings.LastIndexByte(pk, '/'); j >= 0 {
+				pk = pk[j+1:]
+			}
 		}
-		var n int
-		if _, err := fmt.Sscanf(num, "%d", &n); err != nil {
+		n, err := strconv.Atoi(num)
+		if err != nil {
 			continue
 		}
 		var sm summary

@@ -23,7 +23,9 @@ type idleResult struct {
 	goroutines              float64 // per session
 }
 
-func measureIdle(ctx context.Context, t target, n int, tr *http.Transport) (idleResult, error) {
+// measureIdle opens n idle sessions and reads what they cost; with a
+// profile name, the hub's live heap and goroutines are saved with it.
+func measureIdle(ctx context.Context, t target, n int, tr *http.Transport, pprofAddr, profile string) (idleResult, error) {
 	res := idleResult{sessions: n}
 	pid := t.cpu.hub
 	before, rss0, err := idleSample(ctx, t, tr, pid)
@@ -45,6 +47,13 @@ func measureIdle(ctx context.Context, t target, n int, tr *http.Transport) (idle
 	after, rss1, err := idleSample(ctx, t, tr, pid)
 	if err != nil {
 		return res, err
+	}
+	if pprofAddr != "" {
+		for _, p := range []string{"heap", "goroutine"} {
+			if err := fetchTo(ctx, "http://"+pprofAddr+"/debug/pprof/"+p, profile+"."+p+".pprof", 30*time.Second); err != nil {
+				fmt.Fprintf(os.Stderr, "crewlet-load: %s profile of the idle sessions: %v\n", p, err)
+			}
+		}
 	}
 	if got := after.OperatorSessions - before.OperatorSessions; got < n {
 		return res, fmt.Errorf("idle: %d sessions opened, the hub holds %d more", n, got)

@@ -319,7 +319,8 @@ func run(ctx context.Context, args []string) (err error) {
 	}
 	printTable(rows)
 	if sections[secIdle] {
-		res, err := measureIdle(ctx, hubTarget("hub idle session", rev2025, "", 0), *idleSessions, tr)
+		res, err := measureIdle(ctx, hubTarget("hub idle session", rev2025, "", 0), *idleSessions, tr,
+			pprofAddr, filepath.Join(*profile, fmt.Sprintf("idle-%s-x%d", rev2025, *idleSessions)))
 		if err != nil {
 			return err
 		}
