@@ -87,8 +87,10 @@ func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessag
 	}
 	if ctx.Err() != nil {
 		// As the SDK's client does: the server is told, off the caller's
-		// way, and the caller gets its context's error.
-		go lk.cancel(id, ctx.Err().Error())
+		// way (the instance owns the telling, bounded in time), and the
+		// caller gets its context's error.
+		reason := ctx.Err().Error()
+		i.wg.Go(func() { lk.cancel(id, reason) })
 		return nil, nil, ctx.Err()
 	}
 	var wire *jsonrpc.Error
