@@ -21,7 +21,10 @@ type target struct {
 	url    string
 	token  string // bearer token, "" for none
 	tool   string
-	direct bool // the baseline the hub's rows of the same revision are compared with
+	direct bool // a baseline: the hub's rows of the same revision and baseline are compared with it
+	// baseline names the direct row an echo row is compared with ("http",
+	// "session").
+	baseline string
 	// args gives the arguments of a session's n-th call; nil: the echo text.
 	args func(session, n int) map[string]any
 	// check judges an answer; nil: it must be the echo text.

@@ -28,11 +28,15 @@ import (
 const tokenVar = "CREWLET_LOAD_TOKEN"
 
 // Tool names in the hub's catalogue: each upstream's echo behind its prefix.
-// The HTTP echo is configured twice, once at its stateless path (the hub's
-// link to it speaks 2026-07-28) and once at its path with sessions (the
-// link is a 2025-11-25 session): a client of each revision is measured
-// through the link of its own revision, so the echo server does the same
-// work behind the hub as in the direct baseline it is compared with.
+// The HTTP echo is configured twice. At its stateless path it is the
+// upstream of the "hub -> http" rows, compared with clients of the same
+// revision calling that path directly: one server, one handler, whichever
+// path reaches it. At its path with sessions (the hub's link is then one
+// 2025-11-25 session, which every client of the hub shares) it is the
+// upstream of the "hub -> session" rows, compared with 2025 clients each
+// holding a session of their own: what a hub costs in front of a server
+// that keeps sessions, including that server serving one busy session
+// rather than many.
 const (
 	hubHTTPTool    = "http_echo"
 	hubSessionTool = "session_echo"
@@ -212,22 +216,26 @@ func run(ctx context.Context, args []string) (err error) {
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), *duration, *rounds, strings.Join(strings.Fields(string(load))[:3], " "), echoURL, hubURL, bin)
 
 	hubTarget := func(path, rev, tool string, upstreamPID int) target {
-		return target{path: path, rev: rev, url: hubURL, token: token, tool: tool,
+		return target{path: path, rev: rev, url: hubURL, token: token, tool: tool, baseline: "http",
 			cpu: cpuRoles{hub: hubPID, upstream: upstreamPID}, runtime: runtimeURL}
 	}
-	// A 2025 client's direct baseline is the echo server with sessions, a
-	// 2026 client's the stateless one: each revision as a go-sdk server
-	// serves it.
-	directURL := map[string]string{rev2025: "http://" + echoAddr + "/session/mcp", rev2026: echoURL}
-	httpTool := map[string]string{rev2025: hubSessionTool, rev2026: hubHTTPTool}
+	sessionURL := "http://" + echoAddr + "/session/mcp"
 	var groups [][]target
 	for _, rev := range revs {
 		if sections[secForward] {
-			groups = append(groups, []target{
-				{path: "direct http", rev: rev, url: directURL[rev], tool: "echo", direct: true, cpu: cpuRoles{upstream: echoPID}},
-				hubTarget("hub -> http", rev, httpTool[rev], echoPID),
+			g := []target{
+				{path: "direct http", rev: rev, url: echoURL, tool: "echo", direct: true, baseline: "http", cpu: cpuRoles{upstream: echoPID}},
+				hubTarget("hub -> http", rev, hubHTTPTool, echoPID),
 				hubTarget("hub -> stdio", rev, hubStdioTool, stdioChild),
-			})
+			}
+			if rev == rev2025 {
+				viaSession := hubTarget("hub -> session", rev, hubSessionTool, echoPID)
+				viaSession.baseline = "session"
+				g = append(g,
+					target{path: "direct session", rev: rev, url: sessionURL, tool: "echo", direct: true, baseline: "session", cpu: cpuRoles{upstream: echoPID}},
+					viaSession)
+			}
+			groups = append(groups, g)
 		}
 	}
 	var key string

@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// printTable prints every row, and for each hub row the ratio of its
-// calls/s to the direct row of the same revision and sessions, and what the
-// hub added to the median latency.
+// printTable prints every row, and for each hub row that calls the echo
+// the ratio of its calls/s to its direct baseline (same revision, same
+// sessions, same kind of upstream) and what the hub added to the median
+// latency.
 func printTable(rows []measurement) {
 	if len(rows) == 0 {
 		return
@@ -17,11 +18,12 @@ func printTable(rows []measurement) {
 	type key struct {
 		rev      string
 		sessions int
+		baseline string
 	}
 	direct := map[key]measurement{}
 	for _, m := range rows {
 		if m.target.direct {
-			direct[key{m.target.rev, m.sessions}] = m
+			direct[key{m.target.rev, m.sessions, m.target.baseline}] = m
 		}
 	}
 	fmt.Println()
@@ -29,7 +31,7 @@ func printTable(rows []measurement) {
 	fmt.Fprintln(w, "path\trevision\tsessions\tcalls/s\tp50\tp99\tfailed\thub/direct\t+p50\tCPU µs/call: client\thub\tupstream\thub allocs/call\thub KiB/call\t")
 	for _, m := range rows {
 		ratio, added := "-", "-"
-		if d, ok := direct[key{m.target.rev, m.sessions}]; ok && !m.target.direct && m.target.tool != "" && isEcho(m.target) {
+		if d, ok := direct[key{m.target.rev, m.sessions, m.target.baseline}]; ok && !m.target.direct && isEcho(m.target) {
 			ratio = fmt.Sprintf("%.2f", m.rate()/d.rate())
 			added = round(m.p50 - d.p50).String()
 		}
