@@ -24,9 +24,10 @@ func serveCmd(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	// The hub holds little memory but allocates a lot per forwarded call
-	// (every JSON message it parses); a higher GC target trades a little
-	// heap for much less collection. GOGC, when set, wins.
+	// The hub holds little memory but allocates with every request (each
+	// message the SDK parses on the paths it still serves, buffers for
+	// calls); a higher GC target trades a little heap for much less
+	// collection. GOGC, when set, wins.
 	if os.Getenv("GOGC") == "" {
 		runtimedebug.SetGCPercent(400)
 	}

@@ -2,6 +2,7 @@ package sanitize
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"reflect"
 	"strings"
@@ -171,4 +172,41 @@ func asValue(t *testing.T, b []byte) any {
 		t.Fatalf("not JSON: %v\n%s", err, b)
 	}
 	return v
+}
+
+// BenchmarkResultOnePass compares the two ways a forwarded result is sanitised:
+// the full path (decode as the SDK's client does, ResultWith, write it out
+// again) and the one pass over the JSON the server wrote. "echo" is the
+// load harness's answer; "list" a page of fifty items as structured
+// content and its text.
+func BenchmarkResultOnePass(b *testing.B) {
+	var items []string
+	for i := range 50 {
+		items = append(items, fmt.Sprintf(`{"key":"CORE-%d","id":"01J%020d","project":"CORE","title":"Item number %d: fix the thing","status":"todo","assignee":"ada","priority":"high","labels":["bug","ui"],"version":3,"updated_at":"2026-11-30T12:00:00Z"}`, i, i, i))
+	}
+	list := `{"items":[` + strings.Join(items, ",") + `]}`
+	listText, _ := json.Marshal(list)
+	cases := map[string]string{
+		"echo": `{"content":[{"type":"text","text":"hello from crewlet-load"}]}`,
+		"list": `{"content":[{"type":"text","text":` + string(listText) + `}],"structuredContent":` + list + `}`,
+	}
+	s := New("configured-secret-01", "configured-secret-02")
+	for name, raw := range cases {
+		b.Run(name+"/full", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := fullPath(s, []byte(raw), nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/one-pass", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := s.ResultOnePass([]byte(raw), nil); !ok {
+					b.Fatal("declined")
+				}
+			}
+		})
+	}
 }
