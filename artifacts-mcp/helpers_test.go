@@ -82,7 +82,7 @@ func (sourcesStub) List(_ context.Context, viewer authority.Caller) ([]Source, e
 func newHarness(t testing.TB, opts ...func(*state.Options, *Deps)) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir()}
-	so := state.Options{Projectors: append(Projectors(), tracker.Projectors()...)}
+	so := state.Options{Projectors: append(append(Projectors(), tracker.Projectors()...), testQuota)}
 	deps := Deps{Directory: testDirectory, ManageOthers: func() bool { return h.manageOthers },
 		BaseURL: func() string { return "http://hub.test" }, Sources: sourcesStub{}}
 	for _, o := range opts {
@@ -133,3 +133,30 @@ func mustJSON(v any) json.RawMessage {
 }
 
 var mustContain = serverstest.MustContain
+
+func textOf(res *mcp.CallToolResult) string { return serverstest.Text(res) }
+
+const kindTestQuota = "artifacts.test.quota"
+
+// testQuota is a projector only tests register: it sets a turn's quota.
+var testQuota = servers.Projector(kindTestQuota, func(a *servers.Apply) (any, error) {
+	var pl struct {
+		Turn  string    `json:"turn"`
+		Quota turnQuota `json:"quota"`
+	}
+	if err := a.Payload(&pl); err != nil {
+		return nil, err
+	}
+	return map[string]any{}, setJSON(a.B, kQuota+pl.Turn, pl.Quota)
+})
+
+// setQuota sets a turn's quota row straight in the projection, as if the
+// turn had already written that much.
+func setQuota(t testing.TB, h *harness, turn string, q turnQuota) {
+	t.Helper()
+	op := state.Op{Tool: "test_quota", Args: mustJSON(turn), Kind: kindTestQuota, Payload: mustJSON(map[string]any{"turn": turn, "quota": q}),
+		Caller: ada}
+	if _, err := h.node.Write(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+}
