@@ -91,13 +91,17 @@ func (s *srv) createArtifact(ctx context.Context, c authority.Caller, in createI
 	if err := s.checkRequester(c); err != nil {
 		return artifactOut{}, err
 	}
+	fresh := isFresh(c, in.OpID)
 	call, err := s.w.Begin(c, "create_artifact", &in, false)
 	if err != nil {
 		return artifactOut{}, err
 	}
-	wo, res, err := servers.Write[artifactResult](ctx, s.w, call, func(r pebble.Reader) (servers.Intent, error) {
+	wo, res, err := servers.Write[artifactResult](ctx, s.w, call, func(r pebble.Reader) (intent servers.Intent, err error) {
 		pl := createPayload{Kind: in.Kind, Title: strings.TrimSpace(servers.Unfence(in.Title)), Description: servers.Unfence(in.Description), Icon: in.Icon, Assets: in.Assets}
 		pl.Main = kinds[in.Kind]
+		if pl.Main == "" {
+			pl.Main = "index.html"
+		}
 		if in.Main != "" {
 			if pl.Main, err = cleanPath("main", in.Main); err != nil {
 				return servers.Intent{}, err
@@ -113,7 +117,12 @@ func (s *srv) createArtifact(ctx context.Context, c authority.Caller, in createI
 		if err := checkPublish(q, "", true, 0); err != nil {
 			return servers.Intent{}, err
 		}
-		st := s.stager(ctx, call)
+		st := s.stager(ctx, call, fresh)
+		defer func() {
+			if err != nil {
+				st.discard()
+			}
+		}()
 		pl.Files = map[string]fileRef{}
 		if in.Source != nil {
 			if in.Content != "" || len(in.Files) > 0 {

@@ -56,6 +56,7 @@ func checkAssets(art *artifact) error {
 }
 
 func (s *srv) uploadAsset(ctx context.Context, c authority.Caller, in assetIn) (assetOut, error) {
+	fresh := isFresh(c, in.OpID)
 	call, err := s.w.Begin(c, "upload_artifact_asset", &in, false)
 	if err != nil {
 		return assetOut{}, err
@@ -103,7 +104,7 @@ func (s *srv) uploadAsset(ctx context.Context, c authority.Caller, in assetIn) (
 		if err := checkAssetKind(typ); err != nil {
 			return servers.Intent{}, err
 		}
-		f, err := s.stager(ctx, call).put(assetDir+p, data, typ)
+		f, err := s.stager(ctx, call, fresh).put(assetDir+p, data, typ)
 		if err != nil {
 			return servers.Intent{}, err
 		}

@@ -136,10 +136,36 @@ type stager struct {
 	n      int
 	inline int
 	bytes  int64
+	// fresh: the operation was minted for this very call, so if the call
+	// is refused before it is written nothing can refer to what it put.
+	fresh bool
+	put_  []string
 }
 
-func (s *srv) stager(ctx context.Context, call *servers.Call) *stager {
-	return &stager{s: s, ctx: ctx, op: string(call.ID), by: servers.AuthorOf(call.Caller)}
+// stager starts staging a call's files. fresh says the call's operation
+// was minted by this call (a person's call without an op_id): a seat's
+// retried operation, or an op_id sent back, may already be in the log
+// with these very blobs.
+func (s *srv) stager(ctx context.Context, call *servers.Call, fresh bool) *stager {
+	return &stager{s: s, ctx: ctx, op: string(call.ID), by: servers.AuthorOf(call.Caller), fresh: fresh}
+}
+
+// discard erases what a refused fresh call put, so a refusal leaves no
+// bytes behind; otherwise the node's orphan sweep does, after its grace.
+func (st *stager) discard() {
+	if !st.fresh {
+		return
+	}
+	for _, name := range st.put_ {
+		if err := st.s.w.Node().DiscardBlob(st.ctx, name); err != nil {
+			st.s.d.Logger.Warn("artifacts: discarding a refused call's bytes", "blob", name, "err", err)
+		}
+	}
+}
+
+// isFresh reports whether a call's operation is minted by the call itself.
+func isFresh(c authority.Caller, opID string) bool {
+	return c.Kind != authority.KindAgent && opID == ""
 }
 
 // put stores data, reads it back and checks it against its digest: only
@@ -148,6 +174,7 @@ func (st *stager) put(p string, data []byte, typ string) (fileRef, error) {
 	node := st.s.w.Node()
 	st.n++
 	name := fmt.Sprintf("%s.%d", st.op, st.n)
+	st.put_ = append(st.put_, name)
 	digest, err := node.PutBlob(st.ctx, name, data)
 	if err != nil {
 		return fileRef{}, authority.Refuse(authority.Unavailable, "The blob store did not take %s; no version was made. Make the same call again shortly.", p)

@@ -98,6 +98,7 @@ func orNone(list []string) string {
 }
 
 func (s *srv) publishArtifact(ctx context.Context, c authority.Caller, in publishIn) (artifactOut, error) {
+	fresh := isFresh(c, in.OpID)
 	call, err := s.w.Begin(c, "publish_artifact", &in, false)
 	if err != nil {
 		return artifactOut{}, err
@@ -127,11 +128,13 @@ func (s *srv) publishArtifact(ctx context.Context, c authority.Caller, in publis
 		if err := checkPublish(q, art.ID, true, 0); err != nil {
 			return servers.Intent{}, err
 		}
-		pl, err := s.stagePublish(ctx, r, call, art, in)
-		if err != nil {
-			return servers.Intent{}, err
+		st := s.stager(ctx, call, fresh)
+		pl, err := s.stagePublish(ctx, r, st, art, in)
+		if err == nil {
+			err = checkPublish(q, art.ID, true, pl.Bytes)
 		}
-		if err := checkPublish(q, art.ID, true, pl.Bytes); err != nil {
+		if err != nil {
+			st.discard()
 			return servers.Intent{}, err
 		}
 		return servers.Intent{Kind: kindPublish, Payload: pl, What: fmt.Sprintf("the publish on version %d of %s", in.BaseVersion, art.ID)}, nil
@@ -152,7 +155,7 @@ func (s *srv) publishArtifact(ctx context.Context, c authority.Caller, in publis
 
 // stagePublish turns a publish's arguments into its payload, with every
 // new file's bytes already in the blob store, verified.
-func (s *srv) stagePublish(ctx context.Context, r pebble.Reader, call *servers.Call, art *artifact, in publishIn) (publishPayload, error) {
+func (s *srv) stagePublish(ctx context.Context, r pebble.Reader, st *stager, art *artifact, in publishIn) (publishPayload, error) {
 	pl := publishPayload{ID: art.ID, Base: in.BaseVersion, Label: in.Label}
 	modes := 0
 	for _, set := range []bool{len(in.Edits) > 0, in.Content != "" || len(in.Files) > 0, in.Source != nil, in.RestoreVersion != 0} {
@@ -163,7 +166,6 @@ func (s *srv) stagePublish(ctx context.Context, r pebble.Reader, call *servers.C
 	if modes != 1 {
 		return pl, authority.Refuse(authority.Invalid, "A publish is one of: edits, content and files, source, or restore_version; this one names %d of them.", modes)
 	}
-	st := s.stager(ctx, call)
 	switch {
 	case in.RestoreVersion != 0:
 		v, err := readVersion(r, art.ID, in.RestoreVersion)
