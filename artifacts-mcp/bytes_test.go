@@ -27,7 +27,10 @@ func TestFiftyMiBBuildStreamedVerifiedAndPurged(t *testing.T) {
 	h := newHarness(t)
 	trk := h.tracker()
 	start := time.Now()
-	phase := func(what string) { t.Logf("%-28s %v", what, time.Since(start).Round(time.Millisecond)); start = time.Now() }
+	phase := func(what string) {
+		t.Logf("%-28s %v", what, time.Since(start).Round(time.Millisecond))
+		start = time.Now()
+	}
 	const files, size = 50, 1 << 20
 	digests := map[string]string{}
 	var markers []string
@@ -77,7 +80,9 @@ func TestFiftyMiBBuildStreamedVerifiedAndPurged(t *testing.T) {
 	args := map[string]any{"id": id, "base_version": 1, "source": map[string]any{"project": "CORE", "path": "dist/"}, "label": "rebuild"}
 	for _, pick := range []func(string) bool{
 		func(name string) bool { return strings.HasSuffix(name, ".7") },
-		func(name string) bool { return !strings.Contains(name, ".1") && strings.HasPrefix(name, "op_") && strings.Count(name, ".") == 1 && len(name) > 40 },
+		func(name string) bool {
+			return !strings.Contains(name, ".1") && strings.HasPrefix(name, "op_") && strings.Count(name, ".") == 1 && len(name) > 40
+		},
 	} {
 		h.log.Blobs().Corrupt(pick)
 		h.Refused(ada, "publish_artifact", args, authority.InternalError)

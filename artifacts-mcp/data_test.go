@@ -16,8 +16,8 @@ var approvals = []any{map[string]any{
 	"write":   "contributor", "assigned_to_viewer": "owner",
 	"conditions": []any{map[string]any{"column": "points", "min": 0, "max": 100}},
 }, map[string]any{
-	"name":    "approvals",
-	"columns": []any{map[string]any{"name": "by", "type": "string"}, map[string]any{"name": "ok", "type": "boolean", "protected": true}},
+	"name":        "approvals",
+	"columns":     []any{map[string]any{"name": "by", "type": "string"}, map[string]any{"name": "ok", "type": "boolean", "protected": true}},
 	"humans_only": true, "append_only": true, "immutable": []any{"ok"},
 }}
 

@@ -73,7 +73,7 @@ func TestTTLBucketNeedsJetStream(t *testing.T) {
 type nopLog struct{}
 
 func (nopLog) Append(context.Context, []Message) ([]uint64, error) { return nil, ErrNotAppended }
-func (nopLog) Last(context.Context) (uint64, error)                  { return 0, nil }
+func (nopLog) Last(context.Context) (uint64, error)                { return 0, nil }
 func (nopLog) Follow(ctx context.Context, _ uint64, _ func(Entry) error) error {
 	<-ctx.Done()
 	return ctx.Err()

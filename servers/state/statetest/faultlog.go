@@ -51,7 +51,7 @@ type FaultLog struct {
 	appends atomic.Int64
 	// held, while not nil, keeps the follower from receiving anything
 	// until it is closed: a node whose projection lags its log.
-	held chan struct{}
+	held  chan struct{}
 	blobs *FaultBlobs
 }
 
