@@ -38,6 +38,9 @@ type Deps struct {
 	// Directory returns the directory of the revision in force, per call.
 	Directory func() *authority.Directory
 	Logger    *slog.Logger
+	// Company returns the revision in force, per call, for a server's
+	// company-wide policy (artifacts.agents_manage_others).
+	Company func() *config.Company
 }
 
 // Options configure a Hub. The zero value of every field but Company works.
@@ -68,6 +71,13 @@ type Options struct {
 	// ConfigFile is the company file, which PUT /config/mcp-servers writes;
 	// empty for the embedded company, which cannot be edited.
 	ConfigFile string
+	// Artifacts builds the artifact store's file reader the hub serves
+	// each artifact's current version with (GET /artifacts/{id}/...); nil
+	// where the node takes no uploads, and the route answers 404.
+	Artifacts func(Deps) ArtifactFiles
+
+	// artifactFiles is what Artifacts built, for the file route.
+	artifactFiles ArtifactFiles
 }
 
 // ensureDefaults fills what was left zero.
