@@ -277,7 +277,6 @@ func (s *srv) queryArtifactData(ctx context.Context, c authority.Caller, in quer
 	e := envelope()
 	out := queryOut{ID: art.ID, Collection: coll.Name, Rows: []rowOut{}}
 	err = s.w.View(func(r pebble.Reader) error {
-		var docs []string
 		// Drive the walk from one index: an equality filter narrows most,
 		// then a range, else every row of the collection in id order.
 		drive := -1
@@ -290,10 +289,18 @@ func (s *srv) queryArtifactData(ctx context.Context, c authority.Caller, in quer
 				drive = i
 			}
 		}
-		if drive >= 0 {
+		prefix := kRow + art.ID + "/" + coll.Name + "/"
+		lo, hi := []byte(prefix), upper(prefix)
+		inIndex := drive >= 0
+		// Where the walk's own order is the order asked for (row id within
+		// one value of an equality, or the rows themselves), the page is
+		// read as it is walked and the walk stops past it.
+		streams := !in.Desc && ((drive < 0 && in.OrderBy == "") ||
+			(drive >= 0 && filters[drive].op == "eq" && (in.OrderBy == "" || in.OrderBy == filters[drive].col)))
+		if inIndex {
 			f := filters[drive]
-			prefix := indexPrefix(art.ID, coll.Name, f.col)
-			lo, hi := []byte(prefix), upper(prefix)
+			prefix = indexPrefix(art.ID, coll.Name, f.col)
+			lo, hi = []byte(prefix), upper(prefix)
 			switch f.op {
 			case "eq":
 				lo, hi = []byte(prefix+f.enc+"\x00"), []byte(prefix+f.enc+"\x01")
@@ -306,40 +313,41 @@ func (s *srv) queryArtifactData(ctx context.Context, c authority.Caller, in quer
 			case "lte":
 				hi = []byte(prefix + f.enc + "\x01")
 			}
-			it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-			if err != nil {
-				return err
-			}
-			for it.First(); it.Valid(); it.Next() {
-				k := string(it.Key())
-				docs = append(docs, k[strings.LastIndexByte(k, 0)+1:])
-			}
-			if err := it.Close(); err != nil {
-				return err
-			}
-		} else {
-			prefix := kRow + art.ID + "/" + coll.Name + "/"
-			if err := each(r, prefix, "", func(k, _ []byte) (bool, error) {
-				docs = append(docs, strings.TrimPrefix(string(k), prefix))
-				return true, nil
-			}); err != nil {
-				return err
-			}
+		}
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return err
 		}
 		var rows []*row
-		for _, d := range docs {
-			rw, err := readRow(r, art.ID, coll.Name, d)
-			if err != nil {
-				return err
+		for it.First(); it.Valid(); it.Next() {
+			if streams && len(rows) > offset+limit {
+				break
+			}
+			var rw *row
+			if inIndex {
+				k := string(it.Key())
+				if rw, err = readRow(r, art.ID, coll.Name, k[strings.LastIndexByte(k, 0)+1:]); err != nil {
+					it.Close()
+					return err
+				}
+			} else {
+				rw = new(row)
+				if err := json.Unmarshal(it.Value(), rw); err != nil {
+					it.Close()
+					return err
+				}
 			}
 			if rw != nil && match(rw) && rf.visible(coll, rw) {
 				rows = append(rows, rw)
 			}
 		}
-		sortRows(rows, in.OrderBy, in.Desc)
-		if offset > len(rows) {
-			offset = len(rows)
+		if err := it.Close(); err != nil {
+			return err
 		}
+		if !streams {
+			sortRows(rows, in.OrderBy, in.Desc)
+		}
+		offset = min(offset, len(rows))
 		end := min(len(rows), offset+limit)
 		for _, rw := range rows[offset:end] {
 			out.Rows = append(out.Rows, fenceRow(e, rw))

@@ -227,6 +227,26 @@ func TestQuery(t *testing.T) {
 	if rows := asList(last["rows"]); len(rows) != 2 || !strings.Contains(rowData(t, rows[1]), `"score":-4`) || last["next_cursor"] != nil {
 		t.Fatalf("last page %v", last)
 	}
+	// An equality in row id order is read as it is walked, page by page.
+	var docs []string
+	cursor := ""
+	for range 4 {
+		args := map[string]any{"id": id, "collection": "scores", "where": []any{map[string]any{"column": "team", "value": "blue"}}, "limit": 4}
+		if cursor != "" {
+			args["cursor"] = cursor
+		}
+		page := h.OK(ada, "query_artifact_data", args)
+		for _, r := range asList(page["rows"]) {
+			docs = append(docs, asMap(r)["doc"].(string))
+		}
+		cursor, _ = page["next_cursor"].(string)
+		if cursor == "" {
+			break
+		}
+	}
+	if len(docs) != 15 || docs[0] != "s01" || docs[14] != "s29" {
+		t.Fatalf("blue rows in id order: %v", docs)
+	}
 	h.Refused(ada, "query_artifact_data", map[string]any{"id": id, "collection": "scores", "where": []any{map[string]any{"column": "note", "value": "x"}}}, authority.Invalid)
 	h.Refused(ada, "query_artifact_data", map[string]any{"id": id, "collection": "scores", "where": []any{map[string]any{"column": "score", "value": "high"}}}, authority.Invalid)
 	h.Refused(ada, "query_artifact_data", map[string]any{"id": id, "collection": "nope"}, authority.Invalid)
