@@ -54,7 +54,7 @@ func setJSON(b *pebble.Batch, key string, v any) error {
 // readArtifact reads an artifact by id; nil when there is none.
 func readArtifact(r pebble.Reader, id string) (*artifact, error) {
 	id = strings.TrimSpace(id)
-	if id == "" || strings.ContainsAny(id, "/\xff") {
+	if id == "" || strings.Contains(id, "/") {
 		return nil, nil
 	}
 	var a artifact
