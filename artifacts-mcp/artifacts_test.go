@@ -59,6 +59,14 @@ func TestCreateGetListUpdate(t *testing.T) {
 	if all := asList(h.OK(grace, "list_artifacts", map[string]any{})["artifacts"]); len(all) != 1 {
 		t.Fatalf("grace lists %v", all)
 	}
+	// Shared with everybody is the company scope, not shared with her.
+	h.OK(turn(alan, "t-share", "alan"), "share_artifact", map[string]any{"id": id, "to": "company"})
+	if l := asList(h.OK(grace, "list_artifacts", map[string]any{"scope": "shared"})["artifacts"]); len(l) != 0 {
+		t.Fatalf("grace's shared scope %v", l)
+	}
+	if l := asList(h.OK(grace, "list_artifacts", map[string]any{"scope": "company", "kind": "html"})["artifacts"]); len(l) != 1 || asMap(l[0])["role"] != "viewer" {
+		t.Fatalf("grace's company scope %v", l)
+	}
 	h.Refused(ada, "list_artifacts", map[string]any{"scope": "everything"}, authority.Invalid)
 
 	up := h.OK(ada, "update_artifact", map[string]any{"id": id, "title": "Launch plan v2", "version": 1, "label": "first cut"})

@@ -358,15 +358,19 @@ func (s *srv) inScope(c authority.Caller, a *artifact, scope string) bool {
 	case "mine":
 		return strings.EqualFold(a.Owner.Seat, c.Seat)
 	case "shared":
+		// Shared with the caller or a unit of theirs, not just with
+		// everybody.
 		if strings.EqualFold(a.Owner.Seat, c.Seat) {
 			return false
 		}
+		direct := *a
+		direct.Shares = nil
 		for _, sh := range a.Shares {
 			if sh.To != "company" {
-				return true
+				direct.Shares = append(direct.Shares, sh)
 			}
 		}
-		return false
+		return s.roleOf(&direct, c.Seat) > authority.RoleNone
 	case "company":
 		for _, sh := range a.Shares {
 			if sh.To == "company" {

@@ -260,9 +260,9 @@ func ArtifactRefusal(d ArtifactDecision, a ArtifactAsk, id, requester string) *R
 	case DenyAdminReadOnly:
 		return Refuse(Forbidden, "An administrator without a share reads %s through the admin path and changes nothing; this takes %s. Ask its owner for a share.", id, need)
 	case DenySeatRole:
-		return Refuse(Forbidden, "You are a %s of %s and this takes %s; ask its owner.", d.SeatRole, id, need)
+		return Refuse(Forbidden, "Your role on %s is %s, and this takes %s; ask its owner.", id, d.SeatRole, need)
 	case DenyRequesterRole:
-		return Refuse(Forbidden, "This turn acts for @%s, who is a %s of %s, and this takes %s: an agent does nothing for somebody that they could not do themselves. Ask them to get the role from its owner.", requester, a.RequesterRole, id, need)
+		return Refuse(Forbidden, "This turn acts for @%s, whose role on %s is %s, and this takes %s: an agent does nothing for somebody that they could not do themselves. Ask them to get the role from its owner.", requester, id, a.RequesterRole, need)
 	}
 	return Refuse(Forbidden, "This call may not touch %s.", id)
 }
