@@ -276,3 +276,24 @@ func TestDataOpsQuota(t *testing.T) {
 	r := h.Refused(c, "write_artifact_data", map[string]any{"id": id, "ops": ops(op("set", "n", "one-more", map[string]any{"v": 1}))}, authority.TurnQuota)
 	mustContain(t, r.Sentence, "1001", "1000")
 }
+
+// ART-3: an immutable column never changes once a row holds it, and a row
+// holding it is not deleted; a batch of more than 100 ops is refused.
+func TestImmutableColumns(t *testing.T) {
+	h := newHarness(t)
+	id := h.create(ada, "Decisions", "{}")
+	h.OK(ada, "set_artifact_schema", map[string]any{"id": id, "collections": []any{map[string]any{"name": "decisions",
+		"columns": []any{map[string]any{"name": "verdict", "type": "string"}, map[string]any{"name": "note", "type": "string"}}, "immutable": []any{"verdict"}}}})
+	h.OK(ada, "write_artifact_data", map[string]any{"id": id, "ops": ops(op("set", "decisions", "d1", map[string]any{"note": "pending"}))})
+	h.OK(ada, "write_artifact_data", map[string]any{"id": id, "ops": ops(op("merge", "decisions", "d1", map[string]any{"verdict": "yes"}))})
+	h.OK(ada, "write_artifact_data", map[string]any{"id": id, "ops": ops(op("merge", "decisions", "d1", map[string]any{"note": "agreed"}))})
+	r := h.Refused(ada, "write_artifact_data", map[string]any{"id": id, "ops": ops(op("merge", "decisions", "d1", map[string]any{"verdict": "no"}))}, authority.Forbidden)
+	mustContain(t, r.Sentence, "decisions.verdict is immutable")
+	h.Refused(ada, "write_artifact_data", map[string]any{"id": id, "ops": ops(op("delete", "decisions", "d1", nil))}, authority.Forbidden)
+	var many []map[string]any
+	for i := range 101 {
+		many = append(many, op("set", "decisions", fmt.Sprintf("m%d", i), map[string]any{"note": "n"}))
+	}
+	r = h.Refused(ada, "write_artifact_data", map[string]any{"id": id, "ops": ops(many...)}, authority.Invalid)
+	mustContain(t, r.Sentence, "1 to 100")
+}
