@@ -20,8 +20,9 @@
 // and freed (erased) when an asset is replaced or the artifact purged.
 //
 // Files hold a tool group each: artifacts (create, update), publish,
-// read (get, list), shares, assets, data_write and data_read (the
-// datastore; its model and rules in data.go), sources; besides them
+// read (get, list), shares, assets, data_write, data_read and schema (the
+// datastore; its model and rules in data.go, its indexes in
+// data_index.go), sources; besides them
 // files.go (where bytes come from), quota.go (a turn's quotas, kept in the
 // projection), presence.go (rooms in a TTL bucket), trash.go (a person's
 // trash, restore and purge, and the file route's reader, as Store).
