@@ -71,6 +71,9 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		ledger: opts.Ledger,
 	})
 	h.router.seats = h.seatCatalogues
+	if opts.Artifacts != nil {
+		h.opts.artifactFiles = opts.Artifacts(h.deps("artifacts"))
+	}
 	if err := h.mountFirstParty(ctx); err != nil {
 		h.Close()
 		return nil, err
@@ -109,7 +112,7 @@ func (h *Hub) mountFirstParty(ctx context.Context) error {
 	results := make([]result, len(run))
 	tasks := make([]func(), len(run))
 	for i, fp := range run {
-		deps := Deps{Directory: h.Directory, Logger: quiet(h.log).With("server", fp.Name)}
+		deps := h.deps(fp.Name)
 		tasks[i] = func() {
 			m, entries, err := mount(ctx, fp.Name, h.log, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
 			results[i] = result{m, entries, err}
@@ -237,6 +240,11 @@ func (h *Hub) Reload() error {
 		return err
 	}
 	return h.Apply(c)
+}
+
+// deps is what the hub lends the first-party server called name.
+func (h *Hub) deps(name string) Deps {
+	return Deps{Directory: h.Directory, Company: h.Company, Logger: quiet(h.log).With("server", name)}
 }
 
 // Directory is the directory of the revision in force.

@@ -105,6 +105,7 @@ func (h *Hub) Handler() http.Handler {
 	mux.Handle("GET /mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServer)))))
 	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
 	mux.Handle("GET /debug/runtime", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveRuntime)))))
+	mux.Handle("GET /artifacts/{id}/{path...}", f.guard(f.authenticate(http.HandlerFunc(f.serveArtifact))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", Version)

@@ -40,6 +40,9 @@ type Deps struct {
 	// Directory returns the directory of the revision in force, per call.
 	Directory func() *authority.Directory
 	Logger    *slog.Logger
+	// Company returns the revision in force, per call, for a server's
+	// company-wide policy (artifacts.agents_manage_others).
+	Company func() *config.Company
 }
 
 // Options configure a Hub. The zero value of every field but Company works.
@@ -84,6 +87,13 @@ type Options struct {
 	// for this long; 30 minutes if 0. Clients that go away without ending
 	// their session would otherwise hold its memory for the hub's life.
 	SessionIdle time.Duration
+	// Artifacts builds the artifact store's file reader the hub serves
+	// each artifact's current version with (GET /artifacts/{id}/...); nil
+	// where the node takes no uploads, and the route answers 404.
+	Artifacts func(Deps) ArtifactFiles
+
+	// artifactFiles is what Artifacts built, for the file route.
+	artifactFiles ArtifactFiles
 }
 
 // DefaultSessionIdle is how long an unused 2025 operator session is kept.

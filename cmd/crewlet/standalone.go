@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/crewlet/hub/artifacts-mcp"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/knowledge-mcp"
@@ -18,6 +19,7 @@ import (
 var standaloneServers = map[string]standalone.Server{
 	"tracker-mcp":   tracker.Standalone,
 	"knowledge-mcp": knowledge.Standalone,
+	"artifacts-mcp": artifacts.Standalone,
 }
 
 // runStandalone runs one first-party server on its own

@@ -26,7 +26,16 @@ type Company struct {
 	Integrations map[string]yaml.Node `yaml:"integrations"`
 	Tracker      Backend              `yaml:"tracker"`
 	Knowledge    Backend              `yaml:"knowledge"`
+	Artifacts    Artifacts            `yaml:"artifacts"`
 	API          API                  `yaml:"api"`
+}
+
+// Artifacts is the artifact store's company-wide policy.
+type Artifacts struct {
+	// AgentsManageOthers lifts the cap that holds an agent to contributor
+	// on artifacts it does not own (ART-2): with it, an agent shared an
+	// artifact as editor may change its title and its datastore's rules.
+	AgentsManageOthers bool `yaml:"agents_manage_others"`
 }
 
 // Info names the company.

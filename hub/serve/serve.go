@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/crewlet/hub/hub"
@@ -101,11 +102,21 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	node, closeNode, err := openState(ctx, o.DataDir, company, log)
+	node, closeNode, err := openState(ctx, o.DataDir, log)
 	if err != nil {
 		return err
 	}
 	defer closeNode()
+	// Answers carry the URL an artifact is viewed at, known once the
+	// listener is bound.
+	var base atomic.Pointer[string]
+	baseURL := func() string {
+		if b := base.Load(); b != nil {
+			return *b
+		}
+		return ""
+	}
+	uploads := takesUploads(ctx, node)
 
 	h, err := hub.New(ctx, hub.Options{
 		Company:     company,
@@ -114,7 +125,8 @@ func Run(ctx context.Context, o Options) error {
 		Reload:      src.load,
 		Redact:      src.storedValues,
 		ConfigFile:  o.ConfigFile,
-		FirstParty:  firstParty(node),
+		FirstParty:  firstParty(node, uploads, baseURL),
+		Artifacts:   artifactFiles(node, uploads, baseURL),
 		Sanitizer:   clean,
 		Ledger:      ledger,
 		SessionIdle: o.SessionIdle,
@@ -129,6 +141,8 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	addr := ln.Addr().String()
+	baseAddr := "http://" + addr
+	base.Store(&baseAddr)
 	if err := os.WriteFile(filepath.Join(o.DataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
 		ln.Close()
 		return err

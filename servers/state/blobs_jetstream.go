@@ -10,6 +10,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// blobChunk is the size of the chunks a blob is stored in. Every chunk is
+// one message the server fsyncs when it is put and overwrites in place
+// when it is erased, so larger chunks make both cheaper: a 1 MiB file is
+// one message rather than the store's default eight.
+const blobChunk = 1 << 20
+
 // jsBlobs is Blobs on a JetStream object store.
 type jsBlobs struct {
 	obs    jetstream.ObjectStore
@@ -23,7 +29,7 @@ func (b *jsBlobs) Put(ctx context.Context, name string, data []byte) error {
 	if old, err := b.obs.GetInfo(ctx, name); err == nil && old.Digest == objectDigest(data) {
 		return nil
 	}
-	_, err := b.obs.Put(ctx, jetstream.ObjectMeta{Name: name}, bytes.NewReader(data))
+	_, err := b.obs.Put(ctx, jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: blobChunk}}, bytes.NewReader(data))
 	return err
 }
 
