@@ -32,6 +32,7 @@ api:
       - {id: ada-laptop, token: "${E2E_ADA}", seat: ada}
       - {id: grace-laptop, token: "${E2E_GRACE}", seat: grace}
       - {id: linus-laptop, token: "${E2E_LINUS}", seat: linus}
+      - {id: ops, token: "${E2E_OPS}", admin: true}
 `
 
 // ART-1, ART-2, ART-7, Build 7 through /operator/mcp of the built binary:
@@ -46,7 +47,7 @@ func TestArtifactsThroughTheOperatorSurface(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := map[string]string{"ada": "ada-secret-art-1", "grace": "grace-secret-art-1", "linus": "linus-secret-art-1"}
-	h := startHub(t, []string{"E2E_ADA=" + tokens["ada"], "E2E_GRACE=" + tokens["grace"], "E2E_LINUS=" + tokens["linus"]}, "--config", cfg)
+	h := startHub(t, []string{"E2E_ADA=" + tokens["ada"], "E2E_GRACE=" + tokens["grace"], "E2E_LINUS=" + tokens["linus"], "E2E_OPS=ops-secret-art-1"}, "--config", cfg)
 	as := map[string]*mcp.ClientSession{}
 	for who, tok := range tokens {
 		cs, err := goSDKClient(t, h.mcpURL(), tok, "")
