@@ -137,7 +137,9 @@ func (b *jsBlobs) Erase(ctx context.Context, name string) error {
 	}
 	// Chunks first, the meta last: a blob whose erase was cut short is
 	// still listed, and erased again.
-	sort.Slice(subjects, func(i, j int) bool { return !strings.HasSuffix(subjects[i], ".m") && strings.HasSuffix(subjects[j], ".m") })
+	sort.Slice(subjects, func(i, j int) bool {
+		return !strings.HasSuffix(subjects[i], ".m") && strings.HasSuffix(subjects[j], ".m")
+	})
 	for _, subj := range subjects {
 		for {
 			m, err := b.stream.GetLastMsgForSubject(ctx, subj)
