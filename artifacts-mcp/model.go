@@ -80,10 +80,13 @@ type fileRef struct {
 // owner and editors: a version, a share, the trash, and every
 // administrator's read through the admin path (ART-5).
 type historyRow struct {
-	At      time.Time `json:"at"`
-	By      string    `json:"by"`
-	What    string    `json:"what"`
-	Version int       `json:"version,omitempty"`
+	At time.Time `json:"at"`
+	By string    `json:"by"`
+	// OperatorID is the credential the change came through, on the
+	// operator surface (OPS-4).
+	OperatorID string `json:"operator_id,omitempty"`
+	What       string `json:"what"`
+	Version    int    `json:"version,omitempty"`
 }
 
 // artifactResult is what the artifact projectors record in the op ledger.

@@ -38,13 +38,19 @@ func TestKnowledgeThroughTheHub(t *testing.T) {
 			LinkedFrom []struct {
 				ID string `json:"id"`
 			} `json:"linked_from"`
+			History []struct {
+				By         string `json:"by"`
+				OperatorID string `json:"operator_id"`
+			} `json:"history"`
 		} `json:"page"`
 	}
 	if err := json.Unmarshal([]byte(hubtest.Text(res)), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Page.Container != "CORE" || !strings.Contains(got.Page.Body, "Green, then blue.") ||
-		len(got.Page.LinkedFrom) != 1 || got.Page.LinkedFrom[0].ID != second {
+		len(got.Page.LinkedFrom) != 1 || got.Page.LinkedFrom[0].ID != second ||
+		// OPS-4: the person's write names the credential it came through.
+		len(got.Page.History) != 1 || got.Page.History[0].By != "admin" || got.Page.History[0].OperatorID != "operator" {
 		t.Fatalf("get_page answered %s", hubtest.Text(res))
 	}
 	if list := callTool(t, cs, "list_pages", map[string]any{}); list.IsError || !strings.Contains(hubtest.Text(list), "Release checklist") {

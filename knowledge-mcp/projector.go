@@ -87,7 +87,7 @@ func (p *page) indexKeys() []string {
 }
 
 func (a *applier) history(p *page, change string, fields []string) {
-	p.History = append(p.History, historyRow{Version: p.Version, At: a.At(), By: a.By.Seat, Change: change, Fields: fields})
+	p.History = append(p.History, historyRow{Version: p.Version, At: a.At(), By: a.By.Seat, OperatorID: a.Op.Caller.OperatorID, Change: change, Fields: fields})
 }
 
 // wakeWatchers asks for every watcher of p but the writer to be told.

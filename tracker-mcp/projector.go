@@ -142,14 +142,14 @@ func children(r pebble.Reader, key string) ([]string, error) {
 }
 
 func (a *applier) history(it *item, field, change string) {
-	it.History = append(it.History, historyRow{At: a.At(), By: a.By.Seat, Field: field, Change: change})
+	it.History = append(it.History, historyRow{At: a.At(), By: a.By.Seat, OperatorID: a.Op.Caller.OperatorID, Field: field, Change: change})
 }
 
 // activity adds a row to the feed; detail is the change record, texts
 // included, which get_activity answers fenced as the actor's.
 func (a *applier) activity(action, proj, key, sum string, detail any) error {
 	id := fmt.Sprintf("%016x.%04d", a.Pos, a.Seq())
-	row := activity{ID: "act_" + id, At: a.At(), Actor: a.By, Action: action, Project: proj, Item: key, Summary: sum}
+	row := activity{ID: "act_" + id, At: a.At(), Actor: a.By, OperatorID: a.Op.Caller.OperatorID, Action: action, Project: proj, Item: key, Summary: sum}
 	if detail != nil {
 		d, err := json.Marshal(detail)
 		if err != nil {
