@@ -26,6 +26,10 @@ type Company struct {
 	Tracker      Backend              `yaml:"tracker"`
 	Knowledge    Backend              `yaml:"knowledge"`
 	API          API                  `yaml:"api"`
+	// Providers are the model vendors' endpoints, by name; Models picks
+	// the models the hub uses at them (models.go).
+	Providers map[string]Provider `yaml:"providers"`
+	Models    Models              `yaml:"models"`
 }
 
 // Info names the company.
