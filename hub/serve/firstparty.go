@@ -10,6 +10,7 @@ import (
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/tracker-mcp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -34,8 +35,9 @@ func openState(ctx context.Context, dataDir string, c *config.Company, log *slog
 }
 
 // firstParty lists the servers the hub mounts in-process: the engine's
-// builtins always, the native tracker where the node has its state.
-func firstParty(node *state.Node) []hub.FirstParty {
+// builtins always, the native tracker (with its search index) where the
+// node has its state.
+func firstParty(node *state.Node, index *search.Index) []hub.FirstParty {
 	return []hub.FirstParty{{
 		Name: "builtins",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
@@ -45,7 +47,7 @@ func firstParty(node *state.Node) []hub.FirstParty {
 		Name:    "tracker",
 		Enabled: func(c *config.Company) bool { return node != nil && c.TrackerBackend() == "native" },
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return tracker.NewServer(tracker.Deps{Node: node, Directory: d.Directory, Logger: d.Logger}, t)
+			return tracker.NewServer(tracker.Deps{Node: node, Directory: d.Directory, Logger: d.Logger, Search: index}, t)
 		},
 	}}
 }

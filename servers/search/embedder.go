@@ -46,28 +46,6 @@ const specialTokens = 16
 // never the provider's refusal of the whole.
 func TokensToBytes(tokens int) int { return max(0, tokens-specialTokens) }
 
-// KnownMaxInputTokens is the documented input limit of an embeddings model
-// this hub knows, by name; an Ollama-style tag after ':' is ignored
-// ("nomic-embed-text:v1.5"). A model not listed needs its limit written in
-// the company file (models.embeddings.max_input_tokens).
-func KnownMaxInputTokens(model string) (int, bool) {
-	name, _, _ := strings.Cut(strings.ToLower(strings.TrimSpace(model)), ":")
-	n, ok := knownModels[name]
-	return n, ok
-}
-
-// knownModels are vendors' documented limits, in tokens.
-var knownModels = map[string]int{
-	"text-embedding-3-small": 8191,
-	"text-embedding-3-large": 8191,
-	"text-embedding-ada-002": 8191,
-	"nomic-embed-text":       8192,
-	"mxbai-embed-large":      512,
-	"all-minilm":             256,
-	"bge-m3":                 8192,
-	"snowflake-arctic-embed": 512,
-}
-
 // openAIEmbedder calls an OpenAI-compatible /v1/embeddings endpoint
 // (OpenAI, Ollama, vLLM, llama.cpp's server, LM Studio).
 type openAIEmbedder struct {
