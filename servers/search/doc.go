@@ -26,19 +26,23 @@
 //
 // Consistency after a crash. The keyword index records the position it
 // reflects inside bleve, set in the same bleve batch as the documents it
-// indexed (bleve persists a batch's documents and its internal values in
-// one snapshot, and Batch returns once that snapshot is on disk). On open
-// the Index resumes from the position bleve durably holds: every mark after
-// it is still in pebble, since marks are only pruned at or below it. A
-// missing or unreadable index directory is rebuilt from every document the
-// projection holds (Options.IDs), into a fresh directory that replaces the
-// old one only once complete. Vectors are brought back in step on every
-// open by a sweep that compares each document's text digest with its
-// vector row.
+// indexed: bleve writes a batch's documents and its internal values to
+// disk in one snapshot, so what it holds after a crash is a position and
+// exactly the documents indexed through it. A batch is searchable as soon
+// as bleve has taken it, and on disk a little later; its persisted
+// callback is what moves the durable position, and only marks at or below
+// that position are pruned. On open the Index resumes from the position
+// bleve durably holds, and every mark after it is still in pebble. A
+// missing or unreadable index directory is rebuilt from every document
+// the projection holds (Options.IDs), into a fresh directory that replaces
+// the old one only once complete. Vectors are brought back in step on
+// every open by a sweep that compares each document's text digest with
+// its vector row.
 //
 // Ownership and concurrency. Open starts two goroutines, the keyword
 // indexer and the embedder, and Close stops both and closes the bleve
-// index; Close is safe to call twice. Search and WaitFor may be called from
+// index (whose own goroutines, the persister that prunes marks among
+// them, end with it); Close is safe to call twice. Search and WaitFor may be called from
 // any number of goroutines. The indexer is the only writer of the bleve
 // index and of marks' deletion; the embedder is the only writer of vector
 // rows. Embedding runs behind keyword indexing, so a provider that is slow

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -112,6 +113,18 @@ type Index struct {
 	moved   chan struct{} // closed and replaced whenever through advances
 	closed  bool
 	users   sync.WaitGroup // searches in progress, so Close can wait for them
+	// waiting counts WaitFor callers, and kick tells the indexer one
+	// arrived: nobody waiting, it gathers changes into fewer, larger
+	// rounds; somebody waiting, it indexes at once.
+	waiting atomic.Int32
+	kick    chan struct{}
+	// durable is the position the keyword index holds on disk, from the
+	// persisted callbacks of its batches; pruned is how far marks were
+	// deleted, and pruneMoved is closed and replaced when it advances.
+	durable    atomic.Uint64
+	pruneMu    sync.Mutex
+	pruned     uint64
+	pruneMoved chan struct{}
 
 	stop      context.CancelFunc
 	done      chan struct{} // closed when Close begins
@@ -128,12 +141,14 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 		return nil, err
 	}
 	opts.ensureDefaults()
-	ix := &Index{opts: opts, log: opts.Logger, moved: make(chan struct{}), done: make(chan struct{})}
+	ix := &Index{opts: opts, log: opts.Logger, moved: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	idx, through, err := ix.openKeyword(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ix.bleve, ix.through = idx, through
+	ix.durable.Store(through)
+	ix.pruned, ix.pruneMoved = through, make(chan struct{})
 	if opts.Embedder != nil {
 		if ix.vecs, err = loadVectors(opts.Node, opts.Kind, opts.Embedder.Model()); err != nil {
 			_ = idx.Close()
@@ -204,6 +219,15 @@ func (ix *Index) closedRefusal() error {
 // WaitFor returns once the keyword index reflects the projection through
 // pos, or with ctx's error, or unavailable if the index closes first.
 func (ix *Index) WaitFor(ctx context.Context, pos uint64) error {
+	if ix.Through() >= pos {
+		return nil
+	}
+	ix.waiting.Add(1)
+	defer ix.waiting.Add(-1)
+	select {
+	case ix.kick <- struct{}{}:
+	default:
+	}
 	for {
 		ix.mu.Lock()
 		through, moved := ix.through, ix.moved
@@ -220,6 +244,13 @@ func (ix *Index) WaitFor(ctx context.Context, pos uint64) error {
 		}
 	}
 }
+
+// gather is how long the indexer lets changes accumulate before a round
+// nobody is waiting for: every round is a bleve segment that its merger
+// later rewrites, so a few large rounds cost far less than many small ones
+// under a stream of writes. A search, or anyone else in WaitFor, cuts the
+// wait short.
+const gather = 200 * time.Millisecond
 
 // roundMarks bounds one indexing round, so a long backlog (a node that
 // was down while writes went on elsewhere) is indexed in batches of
@@ -239,6 +270,17 @@ func (ix *Index) follow(ctx context.Context) {
 				ix.log.Error("search: the state node stopped; the keyword index stops following it", "kind", ix.opts.Kind, "err", err)
 			}
 			return
+		}
+		if ix.waiting.Load() == 0 {
+			t := time.NewTimer(gather)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-ix.kick:
+			case <-t.C:
+			}
+			t.Stop()
 		}
 		if err := ix.indexRound(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -315,21 +357,56 @@ func (ix *Index) indexRound(ctx context.Context) error {
 		return nil
 	}
 	// The position goes into the same batch as the documents: bleve
-	// persists both in one snapshot before Batch returns, so what it holds
-	// after a crash is a position and exactly the documents indexed
-	// through it.
+	// persists both in one snapshot, so what it holds after a crash is a
+	// position and exactly the documents indexed through it.
 	batch.SetInternal(keyThrough, u64(through))
+	batch.SetPersistedCallback(func(err error) {
+		if err == nil {
+			setMax(&ix.durable, through)
+			ix.prune()
+		}
+	})
 	if err := ix.bleve.Batch(batch); err != nil {
 		return err
-	}
-	// Marks at or below a position bleve holds durably are needed no more.
-	// A failed prune is harmless: the marks are read again, and skipped.
-	if err := ix.opts.Node.Keep(func(b *pebble.Batch) error { return pruneMarks(b, ix.opts.Kind, through) }); err != nil && ctx.Err() == nil {
-		ix.log.Warn("search: pruning indexed marks failed", "kind", ix.opts.Kind, "through", through, "err", err)
 	}
 	if ix.emb != nil {
 		ix.emb.hand(ids, through)
 	}
 	ix.advance(through)
 	return nil
+}
+
+// prune deletes the marks at or below the position bleve holds on disk:
+// they are needed no more. It runs on bleve's persister, as each batch
+// reaches the disk. A failed prune is harmless: the marks are never read
+// again (reading starts after the index's position), and the next prune
+// takes them.
+func (ix *Index) prune() {
+	ix.pruneMu.Lock()
+	defer ix.pruneMu.Unlock()
+	durable := ix.durable.Load()
+	if durable <= ix.pruned {
+		return
+	}
+	if err := ix.opts.Node.Keep(func(b *pebble.Batch) error { return pruneMarks(b, ix.opts.Kind, durable) }); err != nil {
+		select {
+		case <-ix.done:
+		default:
+			ix.log.Warn("search: pruning indexed marks failed", "kind", ix.opts.Kind, "through", durable, "err", err)
+		}
+		return
+	}
+	ix.pruned = durable
+	close(ix.pruneMoved)
+	ix.pruneMoved = make(chan struct{})
+}
+
+// setMax raises v to x unless it is already higher.
+func setMax(v *atomic.Uint64, x uint64) {
+	for {
+		cur := v.Load()
+		if cur >= x || v.CompareAndSwap(cur, x) {
+			return
+		}
+	}
 }

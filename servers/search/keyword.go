@@ -7,7 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
@@ -120,7 +125,7 @@ func (ix *Index) openKeyword(ctx context.Context) (bleve.Index, uint64, error) {
 	if err := os.RemoveAll(dir + ".rebuild"); err != nil {
 		return nil, 0, err
 	}
-	idx, err := bleve.Open(dir)
+	idx, err := openBleve(dir)
 	switch {
 	case err == nil:
 		through, terr := readThrough(idx)
@@ -143,6 +148,27 @@ func (ix *Index) openKeyword(ctx context.Context) (bleve.Index, uint64, error) {
 	}
 	return ix.rebuildKeyword(ctx)
 }
+
+// openBleve opens an index whose batches return once they are searchable
+// rather than once they are on disk: bleve's persister then writes what
+// several batches introduced as one segment, which its merger rewrites far
+// less often than a segment per batch (measured: the merger was a fifth of
+// the CPU a stream of tracker creates cost with a synced segment each). What is on disk is still always a
+// whole snapshot — documents and the position they reflect together — and
+// the indexer learns when a batch reached it from the batch's persisted
+// callback; only then are its marks pruned.
+func openBleve(dir string) (bleve.Index, error) {
+	return bleve.OpenUsing(dir, map[string]any{
+		"unsafe_batch":           true,
+		"scorchPersisterOptions": map[string]any{"PersisterNapTimeMSec": int(persisterNap / time.Millisecond)},
+	})
+}
+
+// persisterNap is how long bleve's persister lets searchable batches
+// gather before it writes them: merged in memory first, they reach the
+// disk as fewer segments for its merger to rewrite. A crash loses nothing
+// by it: what was not on disk is indexed again from its marks.
+const persisterNap = 500 * time.Millisecond
 
 // rebuildBatch is how many documents a rebuild writes per bleve batch.
 const rebuildBatch = 1000
@@ -211,7 +237,7 @@ func (ix *Index) rebuildKeyword(ctx context.Context) (bleve.Index, uint64, error
 	if err := syncDir(filepath.Dir(dir)); err != nil {
 		return nil, 0, err
 	}
-	if idx, err = bleve.Open(dir); err != nil {
+	if idx, err = openBleve(dir); err != nil {
 		return nil, 0, fmt.Errorf("search: open the rebuilt keyword index: %w", err)
 	}
 	ix.rebuilt = true
@@ -231,58 +257,102 @@ func syncDir(dir string) error {
 
 func toIndexed(d Doc) indexed { return indexed{Title: d.Title, Body: d.Body, Scope: d.Scope} }
 
-// keywordQuery is the query a text becomes: its words matched in title and
-// body (a title counts more), the words next to each other ranked above
-// the words apart, and near spellings found at a lower rank. A part in
-// double quotes must appear as that phrase.
-func keywordQuery(text, scope string) query.Query {
+// fieldQuery is a query on one field with a boost.
+type fieldQuery interface {
+	query.Query
+	SetField(string)
+	SetBoost(float64)
+}
+
+func on(f string, boost float64, q fieldQuery) query.Query {
+	q.SetField(f)
+	q.SetBoost(boost)
+	return q
+}
+
+// fields are the fields a text is matched in: a title counts more, being
+// what a document says it is about.
+var fields = []struct {
+	name  string
+	boost float64
+}{{"title", 2}, {"body", 1}}
+
+// exactQuery is the query a text becomes: its words matched in title and
+// body. A part in double quotes must appear as that phrase. Words next to
+// each other are not asked of the index for the rest of the text (a phrase
+// query reads every matching document's positions: 300 ms over 100,000
+// documents sharing common words); the ranked hits are re-ranked instead
+// (adjacentBoost).
+func exactQuery(text, scope string) query.Query {
 	loose, phrases := splitPhrases(text)
 	var should []query.Query
-	field := func(f string, boost float64, q interface {
-		query.Query
-		SetField(string)
-		SetBoost(float64)
-	}) query.Query {
-		q.SetField(f)
-		q.SetBoost(boost)
-		return q
-	}
 	if strings.TrimSpace(loose) != "" {
-		for _, f := range []struct {
-			name  string
-			boost float64
-		}{{"title", 2}, {"body", 1}} {
-			should = append(should, field(f.name, f.boost, bleve.NewMatchQuery(loose)))
-			should = append(should, field(f.name, 2*f.boost, bleve.NewMatchPhraseQuery(loose)))
-			fuzzy := bleve.NewMatchQuery(loose)
-			fuzzy.SetAutoFuzziness(true)
-			should = append(should, field(f.name, f.boost/4, fuzzy))
+		for _, f := range fields {
+			should = append(should, on(f.name, f.boost, bleve.NewMatchQuery(loose)))
 		}
 	}
+	return combine(should, phrases, scope)
+}
+
+// adjacent finds two highlighted words with nothing but a space or a
+// punctuation mark between them: words of the query next to each other in
+// the document.
+var adjacent = regexp.MustCompile(`\*\*[^*]+\*\*[\s\p{P}]{1,3}\*\*[^*]+\*\*`)
+
+// adjacentBoost multiplies the score of a hit whose highlighted fragment
+// shows query words next to each other, so the words together rank above
+// the words apart.
+const adjacentBoost = 1.5
+
+// fuzzyQuery finds near spellings of the text's words (a typo, another
+// spelling): only words of letters long enough to tell apart, because near
+// spellings of a number or a code ("term0042", "v1.2") are other numbers,
+// and there are many of them.
+func fuzzyQuery(text, scope string) (query.Query, bool) {
+	loose, phrases := splitPhrases(text)
+	var words []string
+	for _, w := range strings.Fields(loose) {
+		w = strings.TrimFunc(w, func(r rune) bool { return !unicode.IsLetter(r) })
+		if utf8.RuneCountInString(w) >= 4 && !strings.ContainsFunc(w, func(r rune) bool { return !unicode.IsLetter(r) }) {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
+		return nil, false
+	}
+	var should []query.Query
+	for _, f := range fields {
+		m := bleve.NewMatchQuery(strings.Join(words, " "))
+		m.SetAutoFuzziness(true)
+		should = append(should, on(f.name, f.boost, m))
+	}
+	return combine(should, phrases, scope), true
+}
+
+// combine joins loose matches (any may match), quoted phrases (each must)
+// and a scope (must).
+func combine(should []query.Query, phrases []string, scope string) query.Query {
 	var must []query.Query
 	for _, p := range phrases {
 		must = append(must, bleve.NewDisjunctionQuery(
-			field("title", 4, bleve.NewMatchPhraseQuery(p)),
-			field("body", 2, bleve.NewMatchPhraseQuery(p))))
+			on("title", 4, bleve.NewMatchPhraseQuery(p)),
+			on("body", 2, bleve.NewMatchPhraseQuery(p))))
 	}
-	var q query.Query
+	if scope != "" {
+		t := bleve.NewTermQuery(scope)
+		t.SetField("scope")
+		must = append(must, t)
+	}
 	switch {
-	case len(should) > 0 && len(must) > 0:
-		b := bleve.NewBooleanQuery()
-		b.AddMust(must...)
-		b.AddShould(should...)
-		q = b
-	case len(must) > 0:
-		q = bleve.NewConjunctionQuery(must...)
-	default:
-		q = bleve.NewDisjunctionQuery(should...)
+	case len(should) == 0:
+		return bleve.NewConjunctionQuery(must...)
+	case len(must) == 0:
+		return bleve.NewDisjunctionQuery(should...)
 	}
-	if scope == "" {
-		return q
-	}
-	t := bleve.NewTermQuery(scope)
-	t.SetField("scope")
-	return bleve.NewConjunctionQuery(q, t)
+	b := bleve.NewBooleanQuery()
+	b.AddMust(must...)
+	b.AddShould(should...)
+	return b
 }
 
 // splitPhrases takes the parts of text in double quotes out as phrases; an
@@ -306,14 +376,58 @@ func splitPhrases(text string) (loose string, phrases []string) {
 
 // keywordHit is one document the keyword index ranked.
 type keywordHit struct {
-	id      string
-	score   float64
-	snippet string
+	id        string
+	score     float64
+	snippet   string
+	fragments string // every highlighted fragment, for re-ranking
 }
 
-// searchKeyword ranks the kind's documents by keyword, best first.
-func (ix *Index) searchKeyword(ctx context.Context, text, scope string, size int) ([]keywordHit, error) {
-	req := bleve.NewSearchRequestOptions(keywordQuery(text, scope), size, 0, false)
+// searchKeyword ranks up to size of the kind's documents by keyword, best
+// first. Near spellings are looked for only when the words as written find
+// fewer than need documents, and rank below every exact match: a fuzzy
+// search is the costly kind, and a query whose words are found needs no
+// guessing.
+func (ix *Index) searchKeyword(ctx context.Context, text, scope string, size, need int) ([]keywordHit, error) {
+	out, err := ix.runKeyword(ctx, exactQuery(text, scope), size, nil)
+	if err != nil {
+		return nil, err
+	}
+	if loose, _ := splitPhrases(text); len(strings.Fields(loose)) > 1 {
+		for i := range out {
+			if adjacent.MatchString(out[i].fragments) {
+				out[i].score *= adjacentBoost
+			}
+		}
+		sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
+	}
+	if len(out) >= need {
+		return out, nil
+	}
+	fq, ok := fuzzyQuery(text, scope)
+	if !ok {
+		return out, nil
+	}
+	seen := make(map[string]bool, len(out))
+	for _, h := range out {
+		seen[h.id] = true
+	}
+	more, err := ix.runKeyword(ctx, fq, size, seen)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range more {
+		if len(out) == size {
+			break
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// runKeyword runs one bleve query, highlighting the hits, leaving out the
+// ids in skip.
+func (ix *Index) runKeyword(ctx context.Context, q query.Query, size int, skip map[string]bool) ([]keywordHit, error) {
+	req := bleve.NewSearchRequestOptions(q, size+len(skip), 0, false)
 	req.Highlight = bleve.NewHighlightWithStyle(highlightStyle)
 	req.Highlight.Fields = []string{"body", "title"}
 	res, err := ix.bleve.SearchInContext(ctx, req)
@@ -322,14 +436,20 @@ func (ix *Index) searchKeyword(ctx context.Context, text, scope string, size int
 	}
 	out := make([]keywordHit, 0, len(res.Hits))
 	for _, h := range res.Hits {
+		if skip[h.ID] {
+			continue
+		}
 		// The fragment that shows a matched word, the body's first.
-		snip := ""
+		snip, all := "", ""
 		for _, f := range []string{"body", "title"} {
-			if fr := h.Fragments[f]; len(fr) > 0 && (snip == "" || strings.Contains(fr[0], "**") && !strings.Contains(snip, "**")) {
-				snip = fr[0]
+			if fr := h.Fragments[f]; len(fr) > 0 {
+				if snip == "" || strings.Contains(fr[0], "**") && !strings.Contains(snip, "**") {
+					snip = fr[0]
+				}
+				all += strings.Join(fr, "\n") + "\n"
 			}
 		}
-		out = append(out, keywordHit{id: h.ID, score: h.Score, snippet: snip})
+		out = append(out, keywordHit{id: h.ID, score: h.Score, snippet: snip, fragments: all})
 	}
 	return out, nil
 }

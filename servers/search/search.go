@@ -101,7 +101,12 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 		return Result{}, err
 	}
 
-	want := limit*2 + 10 // slack for hits the projection no longer shows
+	// Candidates: a few more than asked, for hits the projection no longer
+	// shows; fusion looks deeper into both rankings.
+	want := limit + 5
+	if mode != ModeKeyword {
+		want = 2*limit + 10
+	}
 	var (
 		kw  []keywordHit
 		sem []semanticHit
@@ -109,7 +114,7 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 	)
 	if mode != ModeSemantic {
 		var err error
-		if kw, err = ix.searchKeyword(ctx, text, q.Scope, want); err != nil {
+		if kw, err = ix.searchKeyword(ctx, text, q.Scope, want, limit); err != nil {
 			if ctx.Err() != nil {
 				return Result{}, ctx.Err()
 			}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/cockroachdb/pebble/v2"
@@ -38,6 +39,13 @@ func TestKeywordRanking(t *testing.T) {
 		t.Fatalf("phrase ranking: %v", got)
 	}
 	mustContain(t, res.Hits[0].Snippet, "**connection**", "**pool**")
+
+	// The same words, the one with them next to each other first, though it
+	// is the longer one (which ranks lower by the words alone).
+	h.put(doc("a-apart", "", "rotate the vault and audit keys"), doc("b-together", "", "audit the vault weekly and rotate keys"))
+	if got := ids(h.search(Query{Text: "rotate keys", Mode: ModeKeyword})); len(got) != 2 || got[0] != "b-together" {
+		t.Fatalf("adjacent words should rank first: %v", got)
+	}
 
 	// In quotes, the phrase must appear as written.
 	res = h.search(Query{Text: `"connection pool"`, Mode: ModeKeyword})
@@ -379,11 +387,26 @@ func TestRebuildFromProjection(t *testing.T) {
 	}
 }
 
-// Marks are pruned once the keyword index holds them durably.
+// Marks are pruned once the keyword index holds them on disk.
 func TestMarksPruned(t *testing.T) {
 	h := newHarness(t, nil)
 	for i := range 20 {
 		h.put(doc("d", "Title", strings.Repeat("x", i)))
+	}
+	pos := h.node.Position()
+	deadline := time.After(10 * time.Second)
+	for {
+		h.ix.pruneMu.Lock()
+		pruned, moved := h.ix.pruned, h.ix.pruneMoved
+		h.ix.pruneMu.Unlock()
+		if pruned >= pos {
+			break
+		}
+		select {
+		case <-moved:
+		case <-deadline:
+			t.Fatalf("marks pruned through %d, the index is at %d", pruned, pos)
+		}
 	}
 	var left int
 	err := h.node.View(func(r pebble.Reader) error {
