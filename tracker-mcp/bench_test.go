@@ -45,8 +45,8 @@ func fill(b *testing.B, h *harness, n int) {
 				}
 				pl := createPayload{Project: proj, Title: fmt.Sprintf("Item %d: investigate the flaky build", i),
 					Description: fmt.Sprintf("Steps, logs and what was tried on the %s %s.", benchNouns[i%len(benchNouns)], benchNouns[(i/7)%len(benchNouns)]),
-					Status: statuses[i%len(statuses)],
-					Assignee: assignees[i%len(assignees)], Via: "argument"}
+					Status:      statuses[i%len(statuses)],
+					Assignee:    assignees[i%len(assignees)], Via: "argument"}
 				if i%10 == 0 {
 					pl.Labels = []string{"flaky"}
 				}
