@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/tracker-mcp"
@@ -103,5 +104,27 @@ models:
 	if code := CheckFile(&stdout, &stderr, cfg, func(string) (string, bool) { return "", false }); code != 0 ||
 		!strings.Contains(stdout.String(), "keyword and meaning (bag-of-concepts)") || !strings.Contains(stderr.String(), "LOCAL_API_KEY") {
 		t.Fatalf("config check: %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// A reload that changes the embeddings model says it waits for a restart;
+// one that does not says nothing.
+func TestReloadSaysAModelChangeWaitsForARestart(t *testing.T) {
+	parse := func(model string) *config.Company {
+		c, err := config.Parse(fmt.Appendf(nil, "providers:\n  local: {api: openai, base_url: \"http://127.0.0.1:1/v1\"}\nmodels:\n  embeddings: {provider: local, model: %s}\n", model))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	noteModelChange(parse("nomic-embed-text"), parse("nomic-embed-text"), log)
+	if logs.Len() != 0 {
+		t.Fatalf("an unchanged model: %s", logs.String())
+	}
+	noteModelChange(parse("nomic-embed-text"), parse("all-minilm"), log)
+	if !strings.Contains(logs.String(), "search_embeddings_changed") {
+		t.Fatalf("a changed model: %s", logs.String())
 	}
 }
