@@ -254,8 +254,8 @@ const gather = 200 * time.Millisecond
 
 // roundMarks bounds one indexing round, so a long backlog (a node that
 // was down while writes went on elsewhere) is indexed in batches of
-// bounded memory.
-const roundMarks = 4096
+// bounded memory. A variable so a test can make rounds small.
+var roundMarks = 4096
 
 // follow is the indexer: it waits for the projection to move past what the
 // keyword index holds, indexes what the marks name, and repeats until the
@@ -264,6 +264,7 @@ const roundMarks = 4096
 func (ix *Index) follow(ctx context.Context) {
 	defer ix.wg.Done()
 	backoff := 50 * time.Millisecond
+	more := false // the last round left marks for the next
 	for {
 		if err := ix.opts.Node.WaitFor(ctx, ix.Through()+1); err != nil {
 			if ctx.Err() == nil {
@@ -271,7 +272,7 @@ func (ix *Index) follow(ctx context.Context) {
 			}
 			return
 		}
-		if ix.waiting.Load() == 0 {
+		if !more && ix.waiting.Load() == 0 {
 			t := time.NewTimer(gather)
 			select {
 			case <-ctx.Done():
@@ -282,7 +283,8 @@ func (ix *Index) follow(ctx context.Context) {
 			}
 			t.Stop()
 		}
-		if err := ix.indexRound(ctx); err != nil {
+		var err error
+		if more, err = ix.indexRound(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -300,15 +302,16 @@ func (ix *Index) follow(ctx context.Context) {
 }
 
 // indexRound brings the keyword index from its position up to the
-// projection's (or one round's worth of marks towards it).
-func (ix *Index) indexRound(ctx context.Context) error {
+// projection's, or one round's worth of marks towards it; more says it
+// stopped short.
+func (ix *Index) indexRound(ctx context.Context) (more bool, err error) {
 	from := ix.Through()
 	var (
 		through uint64
 		ids     []string
 		batch   = ix.bleve.NewBatch()
 	)
-	err := ix.opts.Node.View(func(r pebble.Reader) error {
+	err = ix.opts.Node.View(func(r pebble.Reader) error {
 		upTo, err := state.PositionOf(r)
 		if err != nil || upTo <= from {
 			through = from
@@ -318,7 +321,7 @@ func (ix *Index) indexRound(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		through = t
+		through, more = t, t < upTo
 		seen := make(map[string]bool, len(marks))
 		for _, m := range marks {
 			if seen[m.id] {
@@ -344,7 +347,7 @@ func (ix *Index) indexRound(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(ids) == 0 {
 		// Nothing of this kind changed: the index already reflects the
@@ -354,7 +357,7 @@ func (ix *Index) indexRound(ctx context.Context) error {
 		if ix.emb != nil {
 			ix.emb.hand(nil, through)
 		}
-		return nil
+		return more, nil
 	}
 	// The position goes into the same batch as the documents: bleve
 	// persists both in one snapshot, so what it holds after a crash is a
@@ -367,13 +370,13 @@ func (ix *Index) indexRound(ctx context.Context) error {
 		}
 	})
 	if err := ix.bleve.Batch(batch); err != nil {
-		return err
+		return false, err
 	}
 	if ix.emb != nil {
 		ix.emb.hand(ids, through)
 	}
 	ix.advance(through)
-	return nil
+	return more, nil
 }
 
 // prune deletes the marks at or below the position bleve holds on disk:

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -420,6 +421,35 @@ func TestMarksPruned(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("%d marks left after the index reached the projection", left)
 	}
+}
+
+// Changes made while the index was closed are indexed when it opens, in
+// as many rounds as the backlog takes.
+func TestBacklogInRounds(t *testing.T) {
+	defer func(n int) { roundMarks = n }(roundMarks)
+	roundMarks = 3
+	h := newHarness(t, nil)
+	h.put(doc("first", "Backlog zero", ""))
+	if err := h.ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		h.write(docPayload{Doc: doc(fmt.Sprintf("b%02d", i), "Backlog item", "")})
+	}
+	h.open()
+	if h.ix.rebuilt {
+		t.Fatal("the index was rebuilt instead of following its marks")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := h.ix.WaitFor(ctx, h.node.Position()); err != nil {
+		t.Fatal(err)
+	}
+	if res := h.search(Query{Text: "backlog", Mode: ModeKeyword, Limit: 20}); len(res.Hits) != 11 {
+		t.Fatalf("after the backlog: %v", ids(res))
+	}
+	t.Logf("4 rounds in %v", time.Since(start))
 }
 
 // Close is safe twice, and a search after it is refused unavailable.
