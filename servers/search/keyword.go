@@ -283,12 +283,17 @@ var fields = []struct {
 // query reads every matching document's positions: 300 ms over 100,000
 // documents sharing common words); the ranked hits are re-ranked instead
 // (adjacentBoost).
-func exactQuery(text, scope string) query.Query {
+// With all, a field must hold every word.
+func exactQuery(text, scope string, all bool) query.Query {
 	loose, phrases := splitPhrases(text)
 	var should []query.Query
 	if strings.TrimSpace(loose) != "" {
 		for _, f := range fields {
-			should = append(should, on(f.name, f.boost, bleve.NewMatchQuery(loose)))
+			m := bleve.NewMatchQuery(loose)
+			if all {
+				m.SetOperator(query.MatchQueryOperatorAnd)
+			}
+			should = append(should, on(f.name, f.boost, m))
 		}
 	}
 	return combine(should, phrases, scope)
@@ -383,43 +388,51 @@ type keywordHit struct {
 }
 
 // searchKeyword ranks up to size of the kind's documents by keyword, best
-// first. Near spellings are looked for only when the words as written find
-// fewer than need documents, and rank below every exact match: a fuzzy
-// search is the costly kind, and a query whose words are found needs no
-// guessing.
+// first, in stages that each run only while the ones before found fewer
+// than need documents, each stage's hits ranked below the last's:
+//
+//   - every word of the query in one field: the documents a person means
+//     first, and cheap to find, since the index walks the rarest word's
+//     documents only (one item's number among a hundred thousand that
+//     share the word "item" costs a millisecond, not thirty);
+//   - any of the words;
+//   - near spellings of the words (fuzzyQuery), the costly kind, only when
+//     the words as written find too little.
 func (ix *Index) searchKeyword(ctx context.Context, text, scope string, size, need int) ([]keywordHit, error) {
-	out, err := ix.runKeyword(ctx, exactQuery(text, scope), size, nil)
-	if err != nil {
-		return nil, err
+	loose, _ := splitPhrases(text)
+	multi := len(strings.Fields(loose)) > 1
+	stages := []query.Query{exactQuery(text, scope, false)}
+	if multi {
+		stages = append([]query.Query{exactQuery(text, scope, true)}, stages...)
 	}
-	if loose, _ := splitPhrases(text); len(strings.Fields(loose)) > 1 {
-		for i := range out {
-			if adjacent.MatchString(out[i].fragments) {
-				out[i].score *= adjacentBoost
-			}
+	if fq, ok := fuzzyQuery(text, scope); ok {
+		stages = append(stages, fq)
+	}
+	var out []keywordHit
+	seen := map[string]bool{}
+	for _, q := range stages {
+		hits, err := ix.runKeyword(ctx, q, size, seen)
+		if err != nil {
+			return nil, err
 		}
-		sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
-	}
-	if len(out) >= need {
-		return out, nil
-	}
-	fq, ok := fuzzyQuery(text, scope)
-	if !ok {
-		return out, nil
-	}
-	seen := make(map[string]bool, len(out))
-	for _, h := range out {
-		seen[h.id] = true
-	}
-	more, err := ix.runKeyword(ctx, fq, size, seen)
-	if err != nil {
-		return nil, err
-	}
-	for _, h := range more {
-		if len(out) == size {
+		if multi {
+			for i := range hits {
+				if adjacent.MatchString(hits[i].fragments) {
+					hits[i].score *= adjacentBoost
+				}
+			}
+			sort.SliceStable(hits, func(i, j int) bool { return hits[i].score > hits[j].score })
+		}
+		for _, h := range hits {
+			if len(out) == size {
+				break
+			}
+			out = append(out, h)
+			seen[h.id] = true
+		}
+		if len(out) >= need {
 			break
 		}
-		out = append(out, h)
 	}
 	return out, nil
 }

@@ -48,6 +48,12 @@ func TestKeywordRanking(t *testing.T) {
 		t.Fatalf("adjacent words should rank first: %v", got)
 	}
 
+	// A document with every word ranks above one that says one word often.
+	h.put(doc("p-often", "Pool pool pool", "pool"), doc("p-every", "", "by noon the tank was exhausted and the pool empty"))
+	if got := ids(h.search(Query{Text: "pool exhausted", Mode: ModeKeyword})); len(got) < 2 || got[0] != "p-every" {
+		t.Fatalf("every word should rank first: %v", got)
+	}
+
 	// In quotes, the phrase must appear as written.
 	res = h.search(Query{Text: `"connection pool"`, Mode: ModeKeyword})
 	if !slices.Equal(ids(res), []string{"d2"}) {
