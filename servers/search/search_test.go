@@ -213,6 +213,32 @@ func TestProviderDownDegrades(t *testing.T) {
 	}
 }
 
+// Documents still waiting for their vectors are said in a note, and ranked
+// by meaning once they have them.
+func TestNoteOnDocumentsWaitingForVectors(t *testing.T) {
+	p, emb := provider(t, 8192)
+	h := newHarness(t, emb)
+	h.put(doc("v1", "Car for sale", ""))
+	p.Poison("Sedan")
+	pos := h.write(docPayload{Doc: doc("v2", "Sedan with a new engine", "")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.ix.WaitFor(ctx, pos); err != nil {
+		t.Fatal(err)
+	}
+	res := h.search(Query{Text: "automobile", Mode: ModeSemantic})
+	if res.Mode != ModeSemantic || !slices.Equal(ids(res), []string{"v1"}) {
+		t.Fatalf("semantic while v2 waits: %+v", res)
+	}
+	mustContain(t, res.Note, "1 document(s) were still waiting for their vectors")
+	p.Poison("")
+	h.settle(pos) // the embedder retries on its own
+	res = h.search(Query{Text: "automobile", Mode: ModeSemantic})
+	if res.Note != "" || !slices.Equal(sortedIDs(res), []string{"v1", "v2"}) {
+		t.Fatalf("once embedded: %+v", res)
+	}
+}
+
 // Without an embeddings model search is keyword only, and says so.
 func TestNoEmbedder(t *testing.T) {
 	h := newHarness(t, nil)

@@ -80,6 +80,7 @@ type Provider struct {
 	auth   []string
 	calls  int
 	down   bool
+	poison string
 }
 
 // NewProvider starts a provider on loopback; it stops when the test ends.
@@ -111,6 +112,15 @@ func (p *Provider) SetDown(down bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.down = down
+}
+
+// Poison makes the provider answer 500 to any request with an input that
+// contains marker ("" cures it): a provider that chokes on some documents
+// while it answers queries.
+func (p *Provider) Poison(marker string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.poison = marker
 }
 
 // Inputs is every input the provider was sent, in order.
@@ -160,6 +170,9 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	p.calls++
 	p.auth = append(p.auth, r.Header.Get("Authorization"))
 	down := p.down
+	for _, in := range inputs {
+		down = down || (p.poison != "" && strings.Contains(in, p.poison))
+	}
 	if !down {
 		p.inputs = append(p.inputs, inputs...)
 	}
