@@ -61,7 +61,7 @@ func NewServer(d Deps, trust servers.Trust) *mcp.Server {
 var Standalone = standalone.Server{
 	Name:       Name,
 	Projectors: Projectors(),
-	New: func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust) *mcp.Server {
+	New: func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust, _ any) *mcp.Server {
 		return NewServer(Deps{Node: node, Directory: dir, Logger: log}, trust)
 	},
 }

@@ -56,6 +56,12 @@ func TestKnowledgeThroughTheHub(t *testing.T) {
 	if list := callTool(t, cs, "list_pages", map[string]any{}); list.IsError || !strings.Contains(hubtest.Text(list), "Release checklist") {
 		t.Fatalf("list_pages: %s", hubtest.Text(list))
 	}
+	// KB-3: the page is found by its words; with no embeddings model the
+	// answer says it ran on keywords alone.
+	found := callTool(t, cs, "search_knowledge", map[string]any{"query": "blue deploy"})
+	if found.IsError || !strings.Contains(hubtest.Text(found), first) || !strings.Contains(hubtest.Text(found), "keyword alone") {
+		t.Fatalf("search_knowledge: %s", hubtest.Text(found))
+	}
 }
 
 // The knowledge base on its own (`crewlet knowledge-mcp --as admin`), over

@@ -72,8 +72,9 @@ func (a *applier) ensureProject(decl projectDecl) (*project, error) {
 
 func (a *applier) putProject(p *project) error { return setJSON(a.B, kProject+p.Key, p) }
 
-// putItem writes an item and keeps its summary and indexes in step with it.
-// old is the item as it was (nil for a new one).
+// putItem writes an item and keeps its summary and indexes in step with it,
+// and marks it for the search index when its searchable text changed. old
+// is the item as it was (nil for a new one).
 func (a *applier) putItem(old, it *item) error {
 	if old != nil {
 		if err := a.unindex(old); err != nil {
@@ -97,7 +98,7 @@ func (a *applier) putItem(old, it *item) error {
 	if err := a.count(it.Project, it.Status, +1); err != nil {
 		return err
 	}
-	return a.indexText(it)
+	return a.touchSearch(old, it)
 }
 
 func (a *applier) unindex(old *item) error {
@@ -106,10 +107,7 @@ func (a *applier) unindex(old *item) error {
 			return err
 		}
 	}
-	if err := a.count(old.Project, old.Status, -1); err != nil {
-		return err
-	}
-	return a.unindexText(old)
+	return a.count(old.Project, old.Status, -1)
 }
 
 func (a *applier) count(proj, status string, delta int) error {

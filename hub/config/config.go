@@ -28,6 +28,10 @@ type Company struct {
 	Knowledge    Backend              `yaml:"knowledge"`
 	Artifacts    Artifacts            `yaml:"artifacts"`
 	API          API                  `yaml:"api"`
+	// Providers are the model vendors' endpoints, by name; Models picks
+	// the models the hub uses at them (models.go).
+	Providers map[string]Provider `yaml:"providers"`
+	Models    Models              `yaml:"models"`
 }
 
 // Artifacts is the artifact store's company-wide policy.

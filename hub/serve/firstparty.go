@@ -57,9 +57,10 @@ func artifactDeps(node *state.Node, d hub.Deps, baseURL func() string) artifacts
 }
 
 // firstParty lists the servers the hub mounts in-process: the engine's
-// builtins always, the native tracker and knowledge base where the company
-// runs them, and the artifact store where the node takes uploads.
-func firstParty(node *state.Node, uploads bool, baseURL func() string) []hub.FirstParty {
+// builtins always, the native tracker and knowledge base (each with its
+// search index) where the company runs them, and the artifact store where
+// the node takes uploads.
+func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string) []hub.FirstParty {
 	return []hub.FirstParty{{
 		Name: "builtins",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
@@ -69,13 +70,13 @@ func firstParty(node *state.Node, uploads bool, baseURL func() string) []hub.Fir
 		Name:    "tracker",
 		Enabled: func(c *config.Company) bool { return node != nil && c.TrackerBackend() == "native" },
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return tracker.NewServer(tracker.Deps{Node: node, Directory: d.Directory, Logger: d.Logger}, t)
+			return tracker.NewServer(tracker.Deps{Node: node, Directory: d.Directory, Logger: d.Logger, Search: ix.tracker}, t)
 		},
 	}, {
 		Name:    "knowledge",
 		Enabled: func(c *config.Company) bool { return node != nil && c.KnowledgeBackend() == "native" },
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return knowledge.NewServer(knowledge.Deps{Node: node, Directory: d.Directory, Logger: d.Logger}, t)
+			return knowledge.NewServer(knowledge.Deps{Node: node, Directory: d.Directory, Logger: d.Logger, Search: ix.knowledge}, t)
 		},
 	}, {
 		Name:    "artifacts",

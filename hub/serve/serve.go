@@ -1,7 +1,7 @@
 // Package serve runs a hub node as `crewlet serve` does: the company (a
 // file or the embedded one), the secret store, the operator credential, the
-// node's durable state, the first-party servers, and the operator surface
-// on a listener, until its context ends. The command is a thin main over
+// node's durable state and its search index, the first-party servers, and
+// the operator surface on a listener, until its context ends. The command is a thin main over
 // Run.
 //
 // Ownership: Run owns everything it opens and closes it all before it
@@ -107,6 +107,19 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer closeNode()
+	// Opened after the node and closed before it: the index follows it.
+	indexes, closeIndexes, err := openSearch(ctx, o.DataDir, node, company, src.env, log)
+	if err != nil {
+		return err
+	}
+	defer closeIndexes()
+	reload := func() (*config.Company, error) {
+		c, err := src.load()
+		if err == nil {
+			noteModelChange(company, c, log)
+		}
+		return c, err
+	}
 	// Answers carry the URL an artifact is viewed at, known once the
 	// listener is bound.
 	var base atomic.Pointer[string]
@@ -122,10 +135,10 @@ func Run(ctx context.Context, o Options) error {
 		Company:     company,
 		Env:         src.env,
 		Logger:      log,
-		Reload:      src.load,
+		Reload:      reload,
 		Redact:      src.storedValues,
 		ConfigFile:  o.ConfigFile,
-		FirstParty:  firstParty(node, uploads, baseURL),
+		FirstParty:  firstParty(node, indexes, uploads, baseURL),
 		Artifacts:   artifactFiles(node, uploads, baseURL),
 		Sanitizer:   clean,
 		Ledger:      ledger,

@@ -488,3 +488,9 @@ func sortedKeys(m map[string]string) []string { return slices.Sorted(maps.Keys(m
 // every tool result, since each is a credential or a host setting the
 // company chose not to write down.
 func References(v string) []string { return refs(v) }
+
+// Expand resolves a value's ${NAME} references by the same grammar, for a
+// value the company file declares outside a server (a model provider's
+// key): it answers the value and the names that did not resolve, in order;
+// the value is meaningless when any did not.
+func Expand(v string, lookup Lookup) (string, []string) { return expand(v, lookup) }
