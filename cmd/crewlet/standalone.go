@@ -9,8 +9,8 @@ import (
 	"github.com/crewlet/hub/artifacts-mcp"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
-	"github.com/crewlet/hub/knowledge-mcp"
 	"github.com/crewlet/hub/hub/serve"
+	"github.com/crewlet/hub/knowledge-mcp"
 	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/standalone"
 	"github.com/crewlet/hub/tracker-mcp"
@@ -31,6 +31,7 @@ func runStandalone(srv standalone.Server, args []string) error {
 	defer stop()
 	return standalone.Run(ctx, srv, args, standalone.Options{Directory: companyDirectory, Embedder: companyEmbedder})
 }
+
 // companyEmbedder is the company file's embeddings model, its variables
 // read from the environment (the standalone server has no secret store);
 // nil for the embedded company, which names none.
