@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/crewlet/hub/servers/search/searchtest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -22,7 +24,9 @@ func TestMain(m *testing.M) {
 		crashChild()
 		return
 	}
-	goleak.VerifyTestMain(m)
+	// bleve, linked through the tracker's files, starts goroutines of its
+	// own that live for the process.
+	goleak.VerifyTestMain(m, searchtest.LeakOptions()...)
 }
 
 func testDirectory() *authority.Directory {
