@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -90,3 +91,24 @@ func callDoneNothing(Source, *mcp.CallToolResult) {}
 type noServers struct{}
 
 func (noServers) ServerStatus(string, string, upstream.Status, upstream.Status) {}
+
+type callHeaderKey struct{}
+
+// CallHeader is the header of the HTTP request that carried the call
+// running in ctx, where the operator surface knows it, else nil. A 2025
+// session's calls run in the context of the request that opened the
+// session, so what belongs to the request carrying each call (the trace
+// it continues) is read from its header instead.
+func CallHeader(ctx context.Context) http.Header {
+	h, _ := ctx.Value(callHeaderKey{}).(http.Header)
+	return h
+}
+
+// withCallHeader keeps the carrying request's header where CallHeader
+// finds it.
+func withCallHeader(ctx context.Context, extra *mcp.RequestExtra) context.Context {
+	if extra == nil || extra.Header == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callHeaderKey{}, extra.Header)
+}
