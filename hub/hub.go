@@ -68,6 +68,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, control: h,
 		changes: newChangeFeed(),
 	})
+	h.operator.screen = newScreen(h.operator, h.life.Done())
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
 		ledger: opts.Ledger, observe: opts.Observers.Servers, hops: opts.Observers.Hops,

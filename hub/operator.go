@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/screen"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -52,6 +53,7 @@ type operator struct {
 	operatorDeps
 
 	refusals  *refusalLog
+	screen    *screen.Screen
 	inflight  atomic.Int64 // tools/call requests being answered
 	putMu     sync.Mutex   // one company-file edit at a time
 	mu        sync.Mutex
@@ -117,6 +119,8 @@ func (h *Hub) Handler() http.Handler {
 	if f.opts.Metrics != nil {
 		mux.Handle("GET /metrics", f.guard(f.authenticate(f.opts.Metrics)))
 	}
+	// Settings › MCP Tools, for people in a browser; / leads there.
+	f.screen.Register(mux, f.guard)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", Version)

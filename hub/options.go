@@ -94,6 +94,10 @@ type Options struct {
 	// Metrics, when set, is served at GET /metrics behind the operator
 	// token, like every other operator route.
 	Metrics http.Handler
+	// SecretNames lists the secret store's names (never a value), which
+	// the screen's add-server form offers as ${NAME} pointers; nil offers
+	// none.
+	SecretNames func() []string
 	// Artifacts builds the artifact store's file reader the hub serves
 	// each artifact's current version with (GET /artifacts/{id}/...); nil
 	// where the node takes no uploads, and the route answers 404.

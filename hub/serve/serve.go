@@ -142,6 +142,7 @@ func Run(ctx context.Context, o Options) error {
 		SessionIdle: o.SessionIdle,
 		Observers:   tel.observers(),
 		Metrics:     tel.metrics.Handler(),
+		SecretNames: src.secretNames,
 	})
 	if err != nil {
 		return err
