@@ -17,6 +17,7 @@ import (
 // screenSecret is sealed in the hub's secret store: the form offers its
 // name, and its value must appear nowhere a browser reads.
 const (
+	tempToken         = "e2e-temporary-token-0002"
 	screenSecretName  = "SCREEN_API_KEY"
 	screenSecretValue = "screen-secret-value-7f3a9c"
 )
@@ -49,6 +50,7 @@ api:
   auth:
     tokens:
       - {id: ada, token: "${E2E_TOKEN}", seat: ada}
+      - {id: temp, token: "${E2E_TEMP_TOKEN}", admin: true}
 mcp_servers:
   - name: everything
     command: /bin/sh
@@ -68,7 +70,7 @@ mcp_servers:
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := startHubIn(t, dir, []string{"E2E_TOKEN=" + e2eToken}, "--config", cfg)
+	h := startHubIn(t, dir, []string{"E2E_TOKEN=" + e2eToken, "E2E_TEMP_TOKEN=" + tempToken}, "--config", cfg)
 	h.configPath = cfg
 	return h
 }
@@ -258,4 +260,38 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 	b.do("sign out", chromedp.Navigate(base), chromedp.WaitVisible(css("form.signout")),
 		chromedp.Submit(css("form.signout")), chromedp.WaitVisible(css("#sign-in")))
 	b.do("signed out", chromedp.Navigate(base), chromedp.WaitVisible(css("#sign-in")))
+
+	// A token revoked while its page is open: the reload that removes it
+	// ends the session there, and the page goes back to sign-in by itself.
+	b.do("sign in with a second token", chromedp.SendKeys(css("#token"), tempToken), chromedp.Submit(css("#sign-in")),
+		chromedp.WaitVisible(css("#servers")))
+	cfg, _ = os.ReadFile(h.configPath)
+	var kept []string
+	for _, line := range strings.Split(string(cfg), "\n") {
+		if !strings.Contains(line, "id: temp,") {
+			kept = append(kept, line)
+		}
+	}
+	revoked := strings.Join(kept, "\n")
+	if revoked == string(cfg) {
+		t.Fatalf("the temporary token is not in the company file:\n%s", cfg)
+	}
+	if err := os.WriteFile(h.configPath, []byte(revoked), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", h.baseURL()+"/config/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reload: %s", resp.Status)
+	}
+	b.do("the session ends", chromedp.WaitVisible(css("#sign-in")), waitFor(`document.body.innerText.includes("session ended")`))
+	b.shot("11-session-ended")
+	if strings.Contains(h.logs(), "screen_render_failed") {
+		t.Errorf("a page failed to draw:\n%s", h.logs())
+	}
 }
