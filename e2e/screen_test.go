@@ -23,7 +23,7 @@ const (
 )
 
 // screenHub runs the built binary with a real stdio server (whose restarts
-// after the first take three seconds, so a killed child is seen down), a
+// after the first take five seconds, so a killed child is seen down), a
 // server that cannot start, and a per-seat template one agent seat has
 // credentials for; a secret is sealed in its store.
 func screenHub(t *testing.T) *hubProc {
@@ -36,7 +36,7 @@ func screenHub(t *testing.T) *hubProc {
 		t.Fatalf("secrets set: %v %s", err, out)
 	}
 	marker := filepath.Join(t.TempDir(), "started-once")
-	script := fmt.Sprintf(`if [ -f %q ]; then sleep 3; fi; touch %q; exec %q`, marker, marker, bin)
+	script := fmt.Sprintf(`if [ -f %q ]; then sleep 5; fi; touch %q; exec %q`, marker, marker, bin)
 	doc := fmt.Sprintf(`units:
   - id: core
     name: Core

@@ -130,8 +130,18 @@ func TestMetricsOfTheBuiltHub(t *testing.T) {
 	if n := series(after, "crewlet_tool_call_duration_seconds", map[string]string{"tool": "test_simple_text", "source": "mcp:everything"}); n != 2 {
 		t.Errorf("latency observations %v, want 2", n)
 	}
-	if n := series(after, "crewlet_operator_requests_total", map[string]string{"route": "GET /metrics", "code": "401"}); n != 1 {
-		t.Errorf("refused scrapes counted %v, want 1", n)
+	// A request is counted once its handler returned, which can be just
+	// after its client read the answer.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		n := series(after, "crewlet_operator_requests_total", map[string]string{"route": "GET /metrics", "code": "401"})
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("refused scrapes counted %v, want 1", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+		after = scrapeMetrics(t, h.baseURL()+"/metrics", e2eToken)
 	}
 	for server, state := range map[string]string{"everything": "running", "ghost": "failing"} {
 		if v := series(after, "crewlet_mcp_server_state", map[string]string{"server": server, "state": state}); v != 1 {

@@ -11,6 +11,9 @@ import (
 	"github.com/crewlet/hub/authority"
 )
 
+// maxFormBytes bounds what a form sent to the screen may weigh.
+const maxFormBytes = 256 << 10
+
 // cookieName holds the operator token, base64url-encoded so any token
 // survives as a cookie value.
 const cookieName = "crewlet_operator"
@@ -92,6 +95,8 @@ func (s *Screen) session(next http.HandlerFunc, admin bool) http.HandlerFunc {
 		}
 		v := &viewer{Principal: p, CSRF: s.csrfFor(tok)}
 		if r.Method != http.MethodGet {
+			// A form of the screen is a few KiB; nothing larger is read.
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 			sent := r.Header.Get("X-CSRF-Token")
 			if sent == "" {
 				sent = r.PostFormValue("csrf")
@@ -158,7 +163,7 @@ func (s *Screen) serveSignInPage(w http.ResponseWriter, r *http.Request) {
 // keeps it in the session cookie. A wrong token is answered 401 and sets
 // nothing.
 func (s *Screen) serveSignIn(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	tok := strings.TrimSpace(r.PostFormValue("token"))
 	if _, ok := s.opts.Backend.Verify(tok); tok == "" || !ok {
 		s.opts.Refused(r, "unknown or revoked token")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/hubtest"
@@ -82,7 +83,9 @@ func spanPerCall(t *testing.T, version string) {
 			t.Fatal(err)
 		}
 	}
-	spans := exp.GetSpans()
+	// A request's span ends when its handler returns, which can be just
+	// after the client has read the answer: wait for every call's parent.
+	spans := settled(t, exp)
 	byID := map[trace.SpanID]tracetest.SpanStub{}
 	children := map[trace.SpanID][]tracetest.SpanStub{}
 	var calls []tracetest.SpanStub
@@ -202,4 +205,31 @@ func hasAttr(attrs []attribute.KeyValue, key, value string) bool {
 		}
 	}
 	return false
+}
+
+// settled waits until every exported span's parent is exported too (a
+// root has none), and answers them.
+func settled(t *testing.T, exp *tracetest.InMemoryExporter) tracetest.SpanStubs {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		spans := exp.GetSpans()
+		ids := map[trace.SpanID]bool{}
+		for _, s := range spans {
+			ids[s.SpanContext.SpanID()] = true
+		}
+		orphans := 0
+		for _, s := range spans {
+			if s.Parent.IsValid() && !ids[s.Parent.SpanID()] {
+				orphans++
+			}
+		}
+		if orphans == 0 {
+			return spans
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spans' parents never ended: %v", orphans, names(spans))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
