@@ -92,6 +92,27 @@ func TestTextStripsControlCharacters_OUT1(t *testing.T) {
 		{"stripping forms no new sequence", "\x1b\x1b[31m[0m", "[0m"},
 		{"unicode kept", "héllo wörld 日本語 🎉 \u200b\u202e", "héllo wörld 日本語 🎉 \u200b\u202e"},
 		{"empty", "", ""},
+		// The edges of each byte range an escape sequence is read by.
+		{"nF escape, lowest intermediate byte", "\x1b Fx", "x"},
+		{"nF escape, highest intermediate byte", "\x1b/Ax", "x"},
+		{"nF escape, lowest final byte", "\x1b(0x", "x"},
+		{"nF escape, highest final byte", "\x1b(~x", "x"},
+		{"nF escape without a final byte", "\x1b(\x7fx", "x"},
+		{"CSI, lowest intermediate byte", "\x1b[1 qX", "X"},
+		{"CSI, highest intermediate byte", "\x1b[1/qX", "X"},
+		{"CSI, lowest final byte", "\x1b[1@X", "X"},
+		{"CSI, highest final byte", "\x1b[1~X", "X"},
+		{"CSI ended by a byte past the final range", "\x1b[1\x7fX", "X"},
+		{"CSI cut off by a C0 control", "\x1b[1\x01X", "X"},
+		{"OSC cut off by a C1 CSI, which is stripped whole", "\x1b]0;t\u009b31mX", "X"},
+		{"OSC cut off by another C1", "\x1b]0;t\u0085X", "X"},
+		{"OSC with ESC as the last byte", "a\x1b]0;title\x1b", "a"},
+		{"OSC cut off by a C0 control", "\x1b]0;t\x01X", "X"},
+		{"OSC keeps going over a tab", "\x1b]0;a\tb\x07X", "X"},
+		{"C1 range starts at U+0080", "a\u0080", "a"},
+		{"C1 range ends at U+009F", "\u009fz\u00a0", "z\u00a0"},
+		{"control in the last of eight bytes", "abcdefg\x01", "abcdefg"},
+		{"control in the first of the second eight", "abcdefgh\x01", "abcdefgh"},
 	})
 }
 
@@ -156,6 +177,26 @@ func TestTextRedactsCredentialShapes_OUT1(t *testing.T) {
 		{"comparison kept", "if password == other", "if password == other"},
 		{"other keys kept", "max_tokens=100 tokens: 5 token_count=3 description: x", "max_tokens=100 tokens: 5 token_count=3 description: x"},
 		{"pair nested in a value", "password=x:authorization: Bearer abc def", "password=[REDACTED] Bearer [REDACTED]"},
+		{"header name in capitals", "AUTHORIZATION: Bearer abcdefgh123", "AUTHORIZATION: Bearer [REDACTED]"},
+		{"unquoted value ends at a quote", `token=abc"def`, `token=[REDACTED]"def`},
+		// Where a pair sits in the text changes nothing: the look-back
+		// from its ':' or '=' is bounded by distance, not by position.
+		{"blank before '=' far into the text", strings.Repeat("x ", 40) + "token = hunter2", strings.Repeat("x ", 40) + "token = [REDACTED]"},
+		{"quoted header far into the text", strings.Repeat("y", 70) + ` curl -H "Authorization: token abc123" https://api`,
+			strings.Repeat("y", 70) + ` curl -H "Authorization: token [REDACTED]" https://api`},
+		// A key and its '=' may be up to 64 blanks apart, not more.
+		{"64 blanks between key and '='", "token" + strings.Repeat(" ", 64) + "=hunter2", "token" + strings.Repeat(" ", 64) + "=[REDACTED]"},
+		{"65 blanks between key and '='", "token" + strings.Repeat(" ", 65) + "=hunter2", "token" + strings.Repeat(" ", 65) + "=hunter2"},
+		{"64 blanks inside escaped quotes", `\"token\"` + strings.Repeat(" ", 64) + `: "hunter2"`, `\"token\"` + strings.Repeat(" ", 64) + `: "[REDACTED]"`},
+		{"63 blanks before ':='", `\"token\"` + strings.Repeat(" ", 63) + `:= "hunter2"`, `\"token\"` + strings.Repeat(" ", 63) + `:= "[REDACTED]"`},
+		// A header inside a quoted string ends at the quote; the quote is
+		// looked for across at most 128 characters of header name.
+		{"quoted header with a 128-character name", `"` + strings.Repeat("x", 115) + `authorization: Bearer abc def" tail`,
+			`"` + strings.Repeat("x", 115) + `authorization: Bearer [REDACTED]" tail`},
+		{"quoted header with a 129-character name", `"` + strings.Repeat("x", 116) + `authorization: Bearer abc def" tail`,
+			`"` + strings.Repeat("x", 116) + `authorization: Bearer [REDACTED]`},
+		{"key at the very start", "=token: abc", "=token: [REDACTED]"},
+		{"separator at the very start", ": x = y", ": x = y"},
 	})
 }
 
@@ -188,6 +229,8 @@ func TestTextRedactsConfiguredSecrets_OUT1(t *testing.T) {
 		{"duplicates", []string{"samesame", "samesame"}, "samesame", "[REDACTED]"},
 		{"value with control characters matches stripped text", []string{"sec\x1b[0mret-value"}, "secret-value", "[REDACTED]"},
 		{"found after stripping the text", []string{"secret-value"}, "sec\x1b[1mret-value", "[REDACTED]"},
+		{"value starting with a control character", []string{"\x07secret-value"}, "a secret-value", "a [REDACTED]"},
+		{"value ending in half a UTF-8 character", []string{"secret-value\xc2"}, "secret-value", "secret-value"},
 		{"part of the marker is ignored", []string{"REDACTED", "[REDACTED]"}, "token=abc REDACTED", "token=[REDACTED] REDACTED"},
 		{"unicode value", []string{"пароль-секрет"}, "это пароль-секрет!", "это [REDACTED]!"},
 		{"no values", nil, "nothing here", "nothing here"},
