@@ -9,7 +9,7 @@
 #   scripts/mutate.sh hub:catalogue.go     only the named files of a package
 #
 # Environment:
-#   MUTATE_TIMEOUT        bound on one package's whole run (default 15m)
+#   MUTATE_TIMEOUT        bound on one package's whole run (default 40m)
 #   MUTATE_WORKERS        mutants tested at once (default 1: a shared machine)
 #   MUTATE_MIN_EFFICACY   exit 1 if a package scores below this (default 90)
 #   MUTATE_KEEP=1         keep the work directory (gremlins' JSON results)
@@ -34,7 +34,7 @@ RULE_PACKAGES=(
 )
 
 GREMLINS_VERSION=v0.6.0
-timeout_per_package=${MUTATE_TIMEOUT:-15m}
+timeout_per_package=${MUTATE_TIMEOUT:-40m}
 workers=${MUTATE_WORKERS:-1}
 min_efficacy=${MUTATE_MIN_EFFICACY:-90}
 
@@ -105,7 +105,7 @@ for spec in "${packages[@]}"; do
 		status=1
 		continue
 	fi
-	summary=$(grep -E 'Killed: [0-9]+, Lived: [0-9]+' "$log" | tail -1 | sed 's/^ *//')
+	summary=$(grep -E 'Killed: [0-9]+, Lived: [0-9]+' "$log" | tail -1 | sed 's/^ *//' || true)
 	efficacy=$(grep -Eo 'Test efficacy: [0-9.]+%' "$log" | tail -1 | grep -Eo '[0-9.]+' || true)
 	if [ -z "$efficacy" ]; then
 		if [ -n "$summary" ] || grep -q 'No results to report' "$log"; then
