@@ -128,3 +128,40 @@ func TestKeyOfWrongLengthRefused(t *testing.T) {
 		t.Fatalf("reopened with the same key: %q %v", v, ok)
 	}
 }
+
+// A value of exactly MaxValueBytes is stored whole, and a Store sees what
+// it has just set, before anything reopens the file.
+func TestSetLargestValueAndReadItBack(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	largest := strings.Repeat("v", MaxValueBytes)
+	if err := s.Set("LARGEST", largest); err != nil {
+		t.Fatalf("a value of exactly %d bytes: %v", MaxValueBytes, err)
+	}
+	if err := s.Set("SMALL", "small-value"); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"LARGEST": largest, "SMALL": "small-value"} {
+		if v, ok := s.Lookup(name); !ok || v != want {
+			t.Errorf("the store that set %s reads %d bytes, %v", name, len(v), ok)
+		}
+	}
+	if names := s.Names(); strings.Join(names, ",") != "LARGEST,SMALL" {
+		t.Errorf("Names = %v", names)
+	}
+	if vals := s.Values(); len(vals) != 2 {
+		t.Errorf("Values gave %d values", len(vals))
+	}
+	if ok, err := s.Delete("SMALL"); !ok || err != nil {
+		t.Fatalf("Delete: %v %v", ok, err)
+	}
+	if ok, err := s.Delete("SMALL"); ok || err != nil {
+		t.Fatalf("Delete of a name no longer held: %v %v", ok, err)
+	}
+	if _, ok := s.Lookup("SMALL"); ok {
+		t.Error("the store that deleted SMALL still reads it")
+	}
+}
