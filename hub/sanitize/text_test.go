@@ -107,6 +107,11 @@ func TestTextStripsControlCharacters_OUT1(t *testing.T) {
 		{"OSC cut off by a C1 CSI, which is stripped whole", "\x1b]0;t\u009b31mX", "X"},
 		{"OSC cut off by another C1", "\x1b]0;t\u0085X", "X"},
 		{"OSC with ESC as the last byte", "a\x1b]0;title\x1b", "a"},
+		// What ends an OSC is the byte after its ESC or C1, never the one
+		// before: a payload may end in a backslash, or in a character
+		// whose last UTF-8 byte is that of ST (U+011C is C4 9C).
+		{"OSC payload ending in a backslash, cut off by a CSI", "\x1b]0;a\\\x1b[1mX", "X"},
+		{"OSC payload ending in U+011C, cut off by a C1 CSI", "\x1b]0;\u011c\u009b1mX", "X"},
 		{"OSC cut off by a C0 control", "\x1b]0;t\x01X", "X"},
 		{"OSC keeps going over a tab", "\x1b]0;a\tb\x07X", "X"},
 		{"C1 range starts at U+0080", "a\u0080", "a"},
@@ -178,6 +183,7 @@ func TestTextRedactsCredentialShapes_OUT1(t *testing.T) {
 		{"other keys kept", "max_tokens=100 tokens: 5 token_count=3 description: x", "max_tokens=100 tokens: 5 token_count=3 description: x"},
 		{"pair nested in a value", "password=x:authorization: Bearer abc def", "password=[REDACTED] Bearer [REDACTED]"},
 		{"header name in capitals", "AUTHORIZATION: Bearer abcdefgh123", "AUTHORIZATION: Bearer [REDACTED]"},
+		{"header name in capitals, no scheme", "AUTHORIZATION: c2VjcmV0", "AUTHORIZATION: [REDACTED]"},
 		{"unquoted value ends at a quote", `token=abc"def`, `token=[REDACTED]"def`},
 		// Where a pair sits in the text changes nothing: the look-back
 		// from its ':' or '=' is bounded by distance, not by position.
