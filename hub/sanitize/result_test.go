@@ -373,3 +373,39 @@ func TestResult5MiBTextPassesWhole_OUT1(t *testing.T) {
 		t.Fatalf("5 MiB text changed: %d bytes, want %d", len(got), len(in))
 	}
 }
+
+// OUT-1: typed binary content passes as the protocol defines it, but what
+// rides beside it is text like any other: the _meta and annotations of an
+// image, an audio clip and a resource link are sanitised in a copy, and
+// the caller's items are left as they were.
+func TestResultSanitisesMetaOfTypedContent_OUT1(t *testing.T) {
+	build := func() []mcp.Content {
+		return []mcp.Content{
+			&mcp.ImageContent{Data: slicesClone(binaryBytes), MIMEType: "image/png",
+				Meta: mcp.Meta{"source": "password=hunter2"}, Annotations: &mcp.Annotations{Priority: 0.1}},
+			&mcp.AudioContent{Data: slicesClone(binaryBytes), MIMEType: "audio/wav",
+				Meta: mcp.Meta{"source": "password=hunter2"}, Annotations: &mcp.Annotations{Priority: 0.2}},
+			&mcp.ResourceLink{URI: "file:///a", Name: "a", Meta: mcp.Meta{"source": "password=hunter2"}},
+		}
+	}
+	in := &mcp.CallToolResult{Content: build()}
+	out, err := New().Result(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range out.Content {
+		b, _ := json.Marshal(c)
+		if !strings.Contains(string(b), `"source":"password=[REDACTED]"`) {
+			t.Errorf("item %d: %s", i, b)
+		}
+		if c == in.Content[i] {
+			t.Errorf("item %d is the caller's own", i)
+		}
+	}
+	if got, want := toJSON(t, in.Content), toJSON(t, build()); got != want {
+		t.Errorf("the input changed:\n got %s\nwant %s", got, want)
+	}
+	if out.Content[1].(*mcp.AudioContent).Annotations == in.Content[1].(*mcp.AudioContent).Annotations {
+		t.Error("the audio item's annotations are shared with the input")
+	}
+}

@@ -163,6 +163,22 @@ func TestTextRedactsCredentialShapes_OUT1(t *testing.T) {
 		{"private key in JSON string", `{"key":"` + strings.ReplaceAll(pem("EC PRIVATE KEY", fakeKeyBody), "\n", `\n`) + `"}`, `{"key":"[REDACTED]"}`},
 		{"private key cut off", "-----BEGIN RSA PRIVATE KEY-----\n" + fakeKeyBody + "\n\nThat was all.", "[REDACTED]\n\nThat was all."},
 		{"certificate kept", pem("CERTIFICATE", fakeKeyBody), pem("CERTIFICATE", fakeKeyBody)},
+		{"two private keys, each whole", pem("RSA PRIVATE KEY", fakeKeyBody) + "\nbetween\n" + pem("EC PRIVATE KEY", fakeKeyBody) + "\nafter",
+			"[REDACTED]\nbetween\n[REDACTED]\nafter"},
+		{"END glued to BEGIN", "k -----BEGIN RSA PRIVATE KEY----------END RSA PRIVATE KEY----- z", "k [REDACTED] z"},
+		// A cut-off key inside a JSON string has escaped line breaks: its
+		// body runs over them, and stops at the first line that is not
+		// base64 or a header.
+		{"private key cut off in JSON, escaped line feeds", `{"k":"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nq1W2e3R4\n\nThat was all."}`,
+			`{"k":"[REDACTED]\n\nThat was all."}`},
+		{"private key cut off in JSON, escaped CR LF", `{"k":"-----BEGIN RSA PRIVATE KEY-----\r\nMIIEowIBAAKCAQEA\r\nq1W2e3R4\r\nThat was all."}`,
+			`{"k":"[REDACTED]\r\nThat was all."}`},
+		{"private key cut off, a backslash that escapes no line break ends it", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\\tq1W2\nafter",
+			"[REDACTED]\nMIIEowIBAAKCAQEA\\tq1W2\nafter"},
+		{"private key cut off, a line starting ': ' is no header", "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nMIIEowIBAAKCAQEA\n: x\nafter",
+			"[REDACTED]\n: x\nafter"},
+		{"JWT at the very start", fakeJWT + " end", "[REDACTED] end"},
+		{"GitHub fine-grained PAT at the very start", fakeGitHubPAT + " end", "[REDACTED] end"},
 		{"password=", "login password=hunter2 ok", "login password=[REDACTED] ok"},
 		{"env var suffix", "DB_PASSWORD=s3cr3t!\nPORT=5432", "DB_PASSWORD=[REDACTED]\nPORT=5432"},
 		{"secret colon", "secret: opensesame", "secret: [REDACTED]"},
