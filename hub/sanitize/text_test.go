@@ -416,6 +416,17 @@ func TestChunkBoundaries_OUT1(t *testing.T) {
 			}
 		}
 	}
+	// Valid text is valid whichever byte of a two-, three- or four-byte
+	// character a chunk would end on.
+	for off := chunkSize - 4; off <= chunkSize+1; off++ {
+		for _, r := range []string{"é", "日", "🎉"} {
+			in := strings.Repeat("a", off) + r + r + "\u0085tail"
+			got, err := s.Text(in)
+			if want := strings.Repeat("a", off) + r + r + "tail"; err != nil || got != want {
+				t.Fatalf("%q at offset %d: %v", r, off, err)
+			}
+		}
+	}
 	for off := chunkSize - 3; off <= chunkSize+1; off++ {
 		in := strings.Repeat("é", off/2) + "\xff"
 		var be *BinaryError
