@@ -77,6 +77,10 @@ for spec in "${packages[@]}"; do
 		status=1
 		continue
 	fi
+	# A mutant's test run is bounded at 30 times the unmutated run, which
+	# gremlins times with a warm build cache; each mutant is compiled
+	# afresh, which on a busy machine takes many times longer, and a bound
+	# too tight reports mutants as timed out that a test would have killed.
 	# Paths gremlins matches are relative to the package directory. Leave
 	# out subdirectories, and every file not named when files are named.
 	excludes=(-E '/')
@@ -94,7 +98,7 @@ for spec in "${packages[@]}"; do
 	log="$work/$(echo "$spec" | tr '/:,' '___').log"
 	set +e
 	(cd "$work/module" && timeout "$timeout_per_package" "$gremlins" unleash "./$dir" \
-		--workers "$workers" --timeout-coefficient 10 "${excludes[@]}" -o "$out") >"$log" 2>&1
+		--workers "$workers" --timeout-coefficient 30 "${excludes[@]}" -o "$out") >"$log" 2>&1
 	rc=$?
 	set -e
 	# Lived mutants are the ones to look at: each is a change to the code
