@@ -10,7 +10,7 @@ import (
 	"sort"
 
 	"github.com/crewlet/hub/authority"
-	"github.com/crewlet/hub/hub/atomicfile"
+	"github.com/crewlet/hub/servers/atomicfile"
 	"github.com/crewlet/hub/hub/config"
 	"gopkg.in/yaml.v3"
 )
