@@ -62,15 +62,21 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		status:  newStatusTable(),
 	}
 	h.life, h.endLife = context.WithCancel(context.Background())
-	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout}
+	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout,
+		observe: CallObservers(opts.Observers.Calls)}
 	h.operator = newOperator(operatorDeps{
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, control: h,
+		changes: newChangeFeed(),
 	})
+	h.operator.screen = newScreen(h.operator, h.life.Done())
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
-		ledger: opts.Ledger,
+		ledger: opts.Ledger, observe: opts.Observers.Servers, hops: opts.Observers.Hops,
 	})
 	h.router.seats = h.seatCatalogues
+	if opts.Artifacts != nil {
+		h.opts.artifactFiles = opts.Artifacts(h.deps("artifacts"))
+	}
 	if err := h.mountFirstParty(ctx); err != nil {
 		h.Close()
 		return nil, err
@@ -109,7 +115,7 @@ func (h *Hub) mountFirstParty(ctx context.Context) error {
 	results := make([]result, len(run))
 	tasks := make([]func(), len(run))
 	for i, fp := range run {
-		deps := Deps{Directory: h.Directory, Logger: quiet(h.log).With("server", fp.Name)}
+		deps := h.deps(fp.Name)
 		tasks[i] = func() {
 			m, entries, err := mount(ctx, fp.Name, h.log, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
 			results[i] = result{m, entries, err}
@@ -178,6 +184,7 @@ func (h *Hub) Apply(c *config.Company) error {
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)
 	h.servers.reconcile(c)
+	h.operator.changes.changed()
 	h.log.Info("company_applied", "seats", len(h.dir.Load().Seats()), "operator_tokens", len(entries))
 	return nil
 }
@@ -237,6 +244,11 @@ func (h *Hub) Reload() error {
 		return err
 	}
 	return h.Apply(c)
+}
+
+// deps is what the hub lends the first-party server called name.
+func (h *Hub) deps(name string) Deps {
+	return Deps{Directory: h.Directory, Company: h.Company, Logger: quiet(h.log).With("server", name)}
 }
 
 // Directory is the directory of the revision in force.

@@ -164,28 +164,6 @@ func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(h
 	}
 }
 
-// statusWriter notes the status a handler answered.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // sessionMiddleware keeps the table as the SDK serves each session's
 // opening, its initialized notification and its log level.
 func (f *operator) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/crewlet/hub/authority"
@@ -40,6 +41,9 @@ type Deps struct {
 	// Directory returns the directory of the revision in force, per call.
 	Directory func() *authority.Directory
 	Logger    *slog.Logger
+	// Company returns the revision in force, per call, for a server's
+	// company-wide policy (artifacts.agents_manage_others).
+	Company func() *config.Company
 }
 
 // Options configure a Hub. The zero value of every field but Company works.
@@ -84,6 +88,23 @@ type Options struct {
 	// for this long; 30 minutes if 0. Clients that go away without ending
 	// their session would otherwise hold its memory for the hub's life.
 	SessionIdle time.Duration
+	// Observers watch the hub's calls and servers (metrics, traces); the
+	// zero value watches nothing.
+	Observers Observers
+	// Metrics, when set, is served at GET /metrics behind the operator
+	// token, like every other operator route.
+	Metrics http.Handler
+	// SecretNames lists the secret store's names (never a value), which
+	// the screen's add-server form offers as ${NAME} pointers; nil offers
+	// none.
+	SecretNames func() []string
+	// Artifacts builds the artifact store's file reader the hub serves
+	// each artifact's current version with (GET /artifacts/{id}/...); nil
+	// where the node takes no uploads, and the route answers 404.
+	Artifacts func(Deps) ArtifactFiles
+
+	// artifactFiles is what Artifacts built, for the file route.
+	artifactFiles ArtifactFiles
 }
 
 // DefaultSessionIdle is how long an unused 2025 operator session is kept.
@@ -111,5 +132,8 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Sanitizer == nil {
 		o.Sanitizer = sanitize.New()
+	}
+	if o.Observers.Servers == nil {
+		o.Observers.Servers = noServers{}
 	}
 }

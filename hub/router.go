@@ -30,6 +30,8 @@ type Router struct {
 	callTimeout func(Source) time.Duration
 	// life ends when the hub starts to close; every call ends with it.
 	life context.Context
+	// observe is told of every call routed (metrics, traces).
+	observe CallObserver
 }
 
 // Call decides a call against what reg offers, runs it and sanitises the
@@ -74,7 +76,11 @@ type rawBackend interface {
 	CallRaw(ctx context.Context, caller authority.Caller, tool string, args json.RawMessage) (raw json.RawMessage, res *mcp.CallToolResult, err error)
 }
 
-func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage, onePass bool) (answer, Source) {
+func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage, onePass bool) (a answer, src Source) {
+	// A success answered in one pass has no decoded result: the observer
+	// is told of it as a success (res nil), as it is.
+	ctx, observed := r.observe.CallStarted(ctx, name)
+	defer func() { observed(src, a.res) }()
 	start := time.Now()
 	e, ok := reg.Resolve(name)
 	if !ok {

@@ -78,6 +78,11 @@ func run(ctx context.Context, args []string) (err error) {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// Parsing stops at the first word that is not a flag: whatever
+	// follows would be silently ignored, flags included.
+	if fs.NArg() > 0 {
+		return fmt.Errorf("run takes flags only; %q is not one", fs.Arg(0))
+	}
 	levels, err := parseLevels(*sessionList)
 	if err != nil {
 		return err
@@ -283,7 +288,7 @@ func run(ctx context.Context, args []string) (err error) {
 				for k, t := range g {
 					m, err := runRow(t, n, r)
 					if err != nil {
-						printTable(rows)
+						printTable(os.Stdout, rows)
 						return err
 					}
 					fmt.Printf("  %-18s %s x%-3d round %d: %9.0f calls/s\n", t.path, t.rev, n, r+1, m.rate())
@@ -314,7 +319,7 @@ func run(ctx context.Context, args []string) (err error) {
 				for r := range *rounds {
 					m, err := runRow(w.t, w.n, r)
 					if err != nil {
-						printTable(rows)
+						printTable(os.Stdout, rows)
 						return err
 					}
 					fmt.Printf("  %-18s %s x%-3d round %d: %9.0f calls/s\n", w.t.path, w.t.rev, w.n, r+1, m.rate())
@@ -325,7 +330,7 @@ func run(ctx context.Context, args []string) (err error) {
 			}
 		}
 	}
-	printTable(rows)
+	printTable(os.Stdout, rows)
 	if sections[secIdle] {
 		res, err := measureIdle(ctx, hubTarget("hub idle session", rev2025, "", 0), *idleSessions, tr,
 			pprofAddr, filepath.Join(*profile, fmt.Sprintf("idle-%s-x%d", rev2025, *idleSessions)))

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 	"text/tabwriter"
 	"time"
 )
@@ -11,7 +11,7 @@ import (
 // the ratio of its calls/s to its direct baseline (same revision, same
 // sessions, same kind of upstream) and what the hub added to the median
 // latency.
-func printTable(rows []measurement) {
+func printTable(out io.Writer, rows []measurement) {
 	if len(rows) == 0 {
 		return
 	}
@@ -26,8 +26,8 @@ func printTable(rows []measurement) {
 			direct[key{m.target.rev, m.sessions, m.target.baseline}] = m
 		}
 	}
-	fmt.Println()
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "path\trevision\tsessions\tcalls/s\tp50\tp99\tfailed\thub/direct\t+p50\tCPU µs/call: client\thub\tupstream\thub allocs/call\thub KiB/call\t")
 	for _, m := range rows {
 		ratio, added := "-", "-"

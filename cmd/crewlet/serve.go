@@ -21,6 +21,7 @@ func serveCmd(args []string) error {
 	debug := fs.Bool("debug", false, "log at debug level")
 	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
 	maxConns := fs.Int("max-conns", 0, "serve at most this many HTTP connections at once (each 2025 session's event stream holds one); 0: 512")
+	metricsListen := fs.String("metrics-listen", "", "also serve GET /metrics on this address, without a token (the operator listener serves it behind the token)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,12 +38,13 @@ func serveCmd(args []string) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	return serve.Run(ctx, serve.Options{
-		ConfigFile:  *cfgPath,
-		Listen:      *listen,
-		DataDir:     *dataDir,
-		Logger:      newLogger(*debug),
-		Reload:      hup,
-		SessionIdle: *sessionIdle,
-		HTTP:        serve.HTTPLimits{MaxConns: *maxConns},
+		ConfigFile:    *cfgPath,
+		Listen:        *listen,
+		DataDir:       *dataDir,
+		Logger:        newLogger(*debug),
+		Reload:        hup,
+		SessionIdle:   *sessionIdle,
+		MetricsListen: *metricsListen,
+		HTTP:          serve.HTTPLimits{MaxConns: *maxConns},
 	})
 }

@@ -77,6 +77,8 @@ func (c *Company) check() Violations {
 		add("knowledge.backend: %q is not one of %s", b, strings.Join(knowledgeBackends, ", "))
 	}
 
+	c.checkModels(add)
+
 	servers := map[string]bool{}
 	for i, s := range c.MCPServers {
 		p := fmt.Sprintf("mcp_servers[%d]", i)

@@ -1,7 +1,7 @@
 // Package serve runs a hub node as `crewlet serve` does: the company (a
 // file or the embedded one), the secret store, the operator credential, the
-// node's durable state, the first-party servers, and the operator surface
-// on a listener, until its context ends. The command is a thin main over
+// node's durable state and its search index, the first-party servers, and
+// the operator surface on a listener, until its context ends. The command is a thin main over
 // Run.
 //
 // Ownership: Run owns everything it opens and closes it all before it
@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/crewlet/hub/hub"
@@ -51,6 +52,10 @@ type Options struct {
 	// SessionIdle closes a 2025 operator session unused this long; the
 	// hub's default (30 minutes) if 0.
 	SessionIdle time.Duration
+	// MetricsListen, when set, serves GET /metrics on that address too,
+	// without a token, for a Prometheus that holds none; the operator
+	// listener serves it behind the token either way.
+	MetricsListen string
 }
 
 func (o *Options) ensureDefaults() {
@@ -101,43 +106,87 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	node, closeNode, err := openState(ctx, o.DataDir, company, log)
+	node, closeNode, err := openState(ctx, o.DataDir, log)
 	if err != nil {
 		return err
 	}
 	defer closeNode()
+	// Opened after the node and closed before it: the index follows it.
+	indexes, closeIndexes, err := openSearch(ctx, o.DataDir, node, company, src.env, log)
+	if err != nil {
+		return err
+	}
+	defer closeIndexes()
+	reload := func() (*config.Company, error) {
+		c, err := src.load()
+		if err == nil {
+			noteModelChange(company, c, log)
+		}
+		return c, err
+	}
+	// Answers carry the URL an artifact is viewed at, known once the
+	// listener is bound.
+	var base atomic.Pointer[string]
+	baseURL := func() string {
+		if b := base.Load(); b != nil {
+			return *b
+		}
+		return ""
+	}
+	uploads := takesUploads(ctx, node)
+
+	tel, err := openTelemetry(ctx, o, node)
+	if err != nil {
+		return err
+	}
+	defer tel.close(log)
 
 	h, err := hub.New(ctx, hub.Options{
 		Company:     company,
 		Env:         src.env,
 		Logger:      log,
-		Reload:      src.load,
+		Reload:      reload,
 		Redact:      src.storedValues,
 		ConfigFile:  o.ConfigFile,
-		FirstParty:  firstParty(node),
+		FirstParty:  firstParty(node, indexes, uploads, baseURL),
+		Artifacts:   artifactFiles(node, uploads, baseURL),
 		Sanitizer:   clean,
 		Ledger:      ledger,
 		SessionIdle: o.SessionIdle,
+		Observers:   tel.observers(),
+		Metrics:     tel.metrics.Handler(),
+		SecretNames: src.secretNames,
 	})
 	if err != nil {
 		return err
 	}
 	defer h.Close()
+	tel.reads(h)
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return err
 	}
 	addr := ln.Addr().String()
+	baseAddr := "http://" + addr
+	base.Store(&baseAddr)
 	if err := os.WriteFile(filepath.Join(o.DataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
 		ln.Close()
 		return err
 	}
-	srv, ln := newHTTPServer(h.Handler(), ln, o.HTTP)
-	served := make(chan error, 1)
+	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP)
+	served := make(chan error, 2)
 	var wg conc.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { served <- srv.Serve(ln) })
+	if o.MetricsListen != "" {
+		msrv, err := tel.serveMetrics(o.MetricsListen, o.HTTP, &wg, served)
+		if err != nil {
+			return err
+		}
+		defer msrv.Close()
+		log.Info("metrics_listening", "addr", msrv.Addr)
+	}
 
 	log.Info("hub_listening", "addr", addr, "mcp_url", "http://"+addr+"/operator/mcp", "data_dir", o.DataDir)
 	banner(o.Stdout, addr, src.tokenNote())

@@ -56,34 +56,49 @@ var fastIDs atomic.Int64
 
 // CallRaw runs a tool as Call does, answering the result as the JSON the
 // server wrote (raw), or, where the SDK's client made the call, the result
-// it decoded (res).
+// it decoded (res). Every call sent is told to the instance's HopObserver,
+// on whichever path it went.
 func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessage) (raw json.RawMessage, res *mcp.CallToolResult, err error) {
 	i.mu.Lock()
 	sess, recorded, lk, setup, slow := i.sess, i.recorded, i.fast, i.fastSetup, i.viaSDK[name]
 	i.mu.Unlock()
-	if sess == nil {
-		return nil, nil, i.downError(false)
-	}
-	if lk == nil || slow {
+	if sess != nil && (lk == nil || slow) {
 		res, err := i.Call(ctx, name, args)
 		return nil, res, err
 	}
+	hopCtx, hopDone := i.opts.Hops.HopStarted(ctx, i.opts.Spec.Name, name)
+	raw, err = i.callFast(hopCtx, sess, recorded, lk, setup, name, args)
+	if errors.Is(err, errAsksForInput) {
+		// The server needs the client's input before it answers: the
+		// SDK's client fulfils that and calls again, a hop of its own.
+		hopDone(nil)
+		res, err := i.Call(ctx, name, args)
+		return nil, res, err
+	}
+	hopDone(err)
+	return raw, nil, err
+}
+
+// errAsksForInput is a fast call whose result asks the client for input.
+var errAsksForInput = errors.New("the result asks the client for input")
+
+func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, recorded chan struct{}, lk link, setup linkSetup, name string, args json.RawMessage) (json.RawMessage, error) {
+	if sess == nil {
+		return nil, i.downError(false)
+	}
 	if err := ctx.Err(); err != nil {
 		// As the SDK's client: nothing is sent on an ended context.
-		return nil, nil, err
+		return nil, err
 	}
 	f := i.flights.add(downstreamFrom(ctx))
 	defer i.flights.remove(f)
 	id := "crewlet-fast-" + strconv.FormatInt(fastIDs.Add(1), 10)
-	raw, err = lk.call(ctx, id, name, toolsCall(id, name, args, f.token, setup.meta))
+	raw, err := lk.call(ctx, id, name, toolsCall(id, name, args, f.token, setup.meta))
 	if err == nil {
 		if askingForInput(raw) {
-			// The server needs the client's input before it answers: the
-			// SDK's client fulfils that and calls again.
-			res, err := i.Call(ctx, name, args)
-			return nil, res, err
+			return nil, errAsksForInput
 		}
-		return raw, nil, nil
+		return raw, nil
 	}
 	if ctx.Err() != nil {
 		// As the SDK's client does: the server is told, off the caller's
@@ -91,11 +106,11 @@ func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessag
 		// caller gets its context's error.
 		reason := ctx.Err().Error()
 		i.wg.Go(func() { lk.cancel(id, reason) })
-		return nil, nil, ctx.Err()
+		return nil, ctx.Err()
 	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) {
-		return nil, nil, err
+		return nil, err
 	}
 	var urlErr *url.Error
 	if errors.As(err, &urlErr) {
@@ -106,18 +121,18 @@ func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessag
 		sent := !(errors.As(err, &op) && op.Op == "dial")
 		_ = sess.Close()
 		waitRecorded(recorded)
-		return nil, nil, i.downError(sent)
+		return nil, i.downError(sent)
 	}
 	if errors.Is(err, errSessionGone) {
 		_ = sess.Close()
 		waitRecorded(recorded)
-		return nil, nil, i.downError(true)
+		return nil, i.downError(true)
 	}
 	if errors.Is(err, errLinkBroken) {
 		waitRecorded(recorded)
-		return nil, nil, i.downError(true)
+		return nil, i.downError(true)
 	}
-	return nil, nil, err
+	return nil, err
 }
 
 // waitRecorded gives the death watch a moment to record a session's end,
