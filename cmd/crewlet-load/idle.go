@@ -20,6 +20,7 @@ import (
 type idleResult struct {
 	sessions                int
 	liveKiB, rssKiB, stacks float64 // per session
+	objectsKiB              float64 // per session: the heap's live objects, without the spans' free room
 	goroutines              float64 // per session
 }
 
@@ -60,6 +61,7 @@ func measureIdle(ctx context.Context, t target, n int, tr *http.Transport, pprof
 	}
 	live := func(r runtimeRow) float64 { return float64(r.HeapInuseBytes + r.StackInuseBytes) }
 	res.liveKiB = (live(after) - live(before)) / 1024 / float64(n)
+	res.objectsKiB = (float64(after.HeapAllocBytes) - float64(before.HeapAllocBytes)) / 1024 / float64(n)
 	res.stacks = float64(int64(after.StackInuseBytes)-int64(before.StackInuseBytes)) / 1024 / float64(n)
 	res.rssKiB = float64(rss1-rss0) / float64(n)
 	res.goroutines = float64(after.Goroutines-before.Goroutines) / float64(n)
@@ -93,6 +95,6 @@ func rssKiB(pid int) (int64, error) {
 }
 
 func (r idleResult) print() {
-	fmt.Printf("\nidle %s sessions with their event streams, %d open: per session %.1f KiB live (heap and stacks, after a collection; stacks %.1f KiB), %.1f KiB resident, %.1f goroutines\n",
-		rev2025, r.sessions, r.liveKiB, r.stacks, r.rssKiB, r.goroutines)
+	fmt.Printf("\nidle %s sessions with their event streams, %d open: per session %.1f KiB live (heap and stacks, after a collection; stacks %.1f KiB, heap objects %.1f KiB), %.1f KiB resident, %.1f goroutines\n",
+		rev2025, r.sessions, r.liveKiB, r.stacks, r.objectsKiB, r.rssKiB, r.goroutines)
 }
