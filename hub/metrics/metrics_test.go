@@ -9,11 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/servers/search/searchtest"
+
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/hub/metrics"
 	"github.com/crewlet/hub/servers"
-	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	dto "github.com/prometheus/client_model/go"

@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/servers/search/searchtest"
+
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/hub/tracing"
 	"github.com/crewlet/hub/servers"
-	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
