@@ -39,6 +39,7 @@ func TestTrashAuthority(t *testing.T) {
 		t.Fatalf("the CORE trash: %v", core)
 	}
 	h.Refused(ada, "list_trash", map[string]any{"container": "NOWHERE"}, authority.Invalid)
+	h.Refused(ada, "list_trash", map[string]any{"container": "agent_diary"}, authority.Forbidden)
 	h.Refused(alan, "list_trash", nil, authority.Forbidden)
 
 	// Grace does not lead CORE, but she put the runbook in the trash, so
