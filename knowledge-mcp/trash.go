@@ -9,6 +9,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // The trash, on the operator surface only (OPS-3): what is in it, and
@@ -56,7 +57,7 @@ func (s *srv) listTrash(_ context.Context, c authority.Caller, in listTrashIn) (
 	}
 	out := listTrashOut{Pages: []trashRow{}}
 	err := s.w.View(func(r pebble.Reader) error {
-		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kPage), UpperBound: upper(kPage)})
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kPage), UpperBound: state.Upper(kPage)})
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // The board drag (OPS-3): a project's board shows a column per status, each
@@ -40,7 +41,7 @@ func (s summary) Number() int {
 // column is a project's column of a status, in board order.
 func column(r pebble.Reader, proj, status string) ([]summary, error) {
 	prefix := kIxStatus + proj + "/" + status + "/"
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper(prefix)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: state.Upper(prefix)})
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +56,7 @@ func column(r pebble.Reader, proj, status string) ([]summary, error) {
 			continue
 		}
 		var s summary
-		found, err := getJSON(r, kSummary+itemKey(proj, n), &s)
+		found, err := state.GetJSON(r, kSummary+itemKey(proj, n), &s)
 		if err != nil {
 			it.Close()
 			return nil, err

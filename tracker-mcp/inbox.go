@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // A person's inbox and pins (OPS-3). Every time the board names a seat —
@@ -64,7 +65,7 @@ func pinPrefix(owner string) string   { return kPin + inboxOwner(owner) + "/" }
 
 func readInboxMeta(r pebble.Reader, owner string) (inboxMeta, error) {
 	var m inboxMeta
-	_, err := getJSON(r, kInboxMeta+inboxOwner(owner), &m)
+	_, err := state.GetJSON(r, kInboxMeta+inboxOwner(owner), &m)
 	return m, err
 }
 
@@ -90,15 +91,15 @@ func (a *applier) deliver(seat string, it *item, reason string, comment int) err
 	}
 	if m.full() {
 		m.Missed++
-		return setJSON(a.B, kInboxMeta+inboxOwner(seat), m)
+		return state.SetJSON(a.B, kInboxMeta+inboxOwner(seat), m)
 	}
 	id := fmt.Sprintf("%016x.%04d", a.Pos, a.Seq())
 	e := inboxEntry{ID: "in_" + id, Item: it.ID, Key: it.Key, Reason: reason, Comment: comment, By: a.By.Seat, At: a.At()}
-	if err := setJSON(a.B, inboxPrefix(seat)+id, e); err != nil {
+	if err := state.SetJSON(a.B, inboxPrefix(seat)+id, e); err != nil {
 		return err
 	}
 	m.Unread++
-	return setJSON(a.B, kInboxMeta+inboxOwner(seat), m)
+	return state.SetJSON(a.B, kInboxMeta+inboxOwner(seat), m)
 }
 
 // ---- list_inbox ----
@@ -247,7 +248,7 @@ func inboxEntryOf(r pebble.Reader, owner, id string) (*inboxEntry, error) {
 	found := false
 	if ok && !strings.ContainsAny(raw, "/\x00") {
 		var err error
-		if found, err = getJSON(r, inboxPrefix(owner)+raw, &e); err != nil {
+		if found, err = state.GetJSON(r, inboxPrefix(owner)+raw, &e); err != nil {
 			return nil, err
 		}
 	}
@@ -287,7 +288,7 @@ func applyInboxRead(a *applier) (any, error) {
 		}
 		e.Read = true
 		marked++
-		if err := setJSON(a.B, inboxPrefix(pl.Owner)+strings.TrimPrefix(e.ID, "in_"), e); err != nil {
+		if err := state.SetJSON(a.B, inboxPrefix(pl.Owner)+strings.TrimPrefix(e.ID, "in_"), e); err != nil {
 			return nil, err
 		}
 	}
@@ -296,7 +297,7 @@ func applyInboxRead(a *applier) (any, error) {
 	if err := a.dropOldRead(pl.Owner, &m); err != nil {
 		return nil, err
 	}
-	if err := setJSON(a.B, kInboxMeta+pl.Owner, m); err != nil {
+	if err := state.SetJSON(a.B, kInboxMeta+pl.Owner, m); err != nil {
 		return nil, err
 	}
 	return markReadResult{Marked: marked, Unread: m.Unread}, nil
@@ -371,7 +372,7 @@ func (s *srv) pinWorkItem(ctx context.Context, c authority.Caller, in pinIn) (pi
 			return servers.Intent{}, authority.Refuse(authority.NotFound, "No work item has the key %s.", in.Key)
 		}
 		pl.Item, pl.Key = it.ID, it.Key
-		pinned, err := exists(r, pinPrefix(pl.Owner)+it.ID)
+		pinned, err := state.Exists(r, pinPrefix(pl.Owner)+it.ID)
 		if err != nil {
 			return servers.Intent{}, err
 		}
@@ -416,7 +417,7 @@ func applyPin(a *applier) (any, error) {
 		return nil, err
 	}
 	k := pinPrefix(pl.Owner) + pl.Item
-	pinned, err := exists(a.R, k)
+	pinned, err := state.Exists(a.R, k)
 	if err != nil {
 		return nil, err
 	}
@@ -429,12 +430,12 @@ func applyPin(a *applier) (any, error) {
 			return nil, err
 		}
 		m.Pinned++
-		err = setJSON(a.B, k, pin{Item: pl.Item, Key: pl.Key, At: a.At()})
+		err = state.SetJSON(a.B, k, pin{Item: pl.Item, Key: pl.Key, At: a.At()})
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := setJSON(a.B, kInboxMeta+pl.Owner, m); err != nil {
+	if err := state.SetJSON(a.B, kInboxMeta+pl.Owner, m); err != nil {
 		return nil, err
 	}
 	return pinResult{Key: pl.Key, Pinned: !pl.Unpin, Pins: m.Pinned}, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // A person's own queue (OPS-3): the live items assigned to them, in the
@@ -93,7 +94,7 @@ func readQueue(r pebble.Reader, seat string) ([]summary, error) {
 	}
 	var live []summary
 	prefix := kIxAssign + seat + "/"
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper(prefix)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: state.Upper(prefix)})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +106,7 @@ func readQueue(r pebble.Reader, seat string) ([]summary, error) {
 			continue
 		}
 		var sum summary
-		found, err := getJSON(r, kSummary+itemKey(proj, n), &sum)
+		found, err := state.GetJSON(r, kSummary+itemKey(proj, n), &sum)
 		if err != nil {
 			it.Close()
 			return nil, err
@@ -118,7 +119,7 @@ func readQueue(r pebble.Reader, seat string) ([]summary, error) {
 		return nil, err
 	}
 	var order queuePayload
-	if _, err := getJSON(r, kQueue+inboxOwner(seat), &order); err != nil {
+	if _, err := state.GetJSON(r, kQueue+inboxOwner(seat), &order); err != nil {
 		return nil, err
 	}
 	rank := func(s summary) int {
@@ -136,7 +137,7 @@ func applyQueue(a *applier) (any, error) {
 	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
-	if err := setJSON(a.B, kQueue+pl.Owner, pl); err != nil {
+	if err := state.SetJSON(a.B, kQueue+pl.Owner, pl); err != nil {
 		return nil, err
 	}
 	return struct{}{}, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // Saved views (OPS-3): a filter of the board kept under a name, which
@@ -47,7 +48,7 @@ func viewKey(name string) string { return kView + strings.ToLower(name) }
 
 func readView(r pebble.Reader, name string) (*view, error) {
 	var v view
-	found, err := getJSON(r, viewKey(name), &v)
+	found, err := state.GetJSON(r, viewKey(name), &v)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -250,7 +251,7 @@ func applyView(a *applier) (any, error) {
 		// A rewrite keeps the view's owner and its name's spelling.
 		next.Name, next.Owner, next.Version = v.Name, v.Owner, v.Version+1
 	}
-	if err := setJSON(a.B, viewKey(pl.Name), next); err != nil {
+	if err := state.SetJSON(a.B, viewKey(pl.Name), next); err != nil {
 		return nil, err
 	}
 	return viewResult{Name: next.Name, Owner: next.Owner, Version: next.Version}, a.activity("view_saved", "", "", fmt.Sprintf("saved the view %q", next.Name), nil)

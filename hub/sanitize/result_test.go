@@ -276,6 +276,7 @@ func TestResultRejectsBinaryText_OUT1(t *testing.T) {
 // dashFields has a field encoding/json leaves out and one it names "-".
 type dashFields struct {
 	Skip string `json:"-"`
+	//lint:ignore SA5008 a field named "-" is the case under test
 	Dash string `json:"-,"`
 }
 
