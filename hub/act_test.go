@@ -362,3 +362,47 @@ func TestSeatsAreNeverOfferedOperatorTools(t *testing.T) {
 		t.Errorf("the operator has %d tools, the seat %d", len(operator), len(seat))
 	}
 }
+
+// OPS-6: a key names the operation whatever the write: a whole-value write
+// (save_view states the whole view, and over MCP each call is its own
+// operation) sent again under its key is the same operation, and the same
+// request sent at once from two connections lands once.
+func TestOperatorActKeyNamesEveryWrite(t *testing.T) {
+	h := newOpsHub(t)
+	save := actCall("save_view", map[string]any{"name": "Mine", "assignee": "me"})
+	_, first := act(t, h.url, adaToken, "view-1", save)
+	_, again := act(t, h.url, adaToken, "view-1", save)
+	if sc, _ := structured(t, again); sc["version"] != float64(1) || !reflect.DeepEqual(first, again) {
+		t.Fatalf("a whole-value write sent again under its key: %v then %v", first, again)
+	}
+	if _, next := act(t, h.url, adaToken, "view-2", save); next["structuredContent"].(map[string]any)["version"] != float64(2) {
+		t.Fatalf("under a new key: %v", next)
+	}
+
+	create := actCall("create_work_item", map[string]any{"title": "Once", "project": "CORE"})
+	answers := make(chan map[string]any, 2)
+	for range 2 {
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, h.url+"/operator/act", strings.NewReader(create))
+			req.Header.Set("Authorization", "Bearer "+ciToken)
+			req.Header.Set(IdempotencyKeyHeader, "together")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- map[string]any{"error": err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			_ = json.NewDecoder(resp.Body).Decode(&out)
+			answers <- out
+		}()
+	}
+	a, b := <-answers, <-answers
+	if !reflect.DeepEqual(a, b) || a["isError"] == true {
+		t.Fatalf("the same request at once answered\n%v\n%v", a, b)
+	}
+	_, list := act(t, h.url, adaToken, "", actCall("list_work_items", nil))
+	if sc, _ := structured(t, list); len(sc["items"].([]any)) != 1 {
+		t.Fatalf("items filed: %v", sc["items"])
+	}
+}
