@@ -124,13 +124,15 @@ func NewModel(spec ModelSpec) (Model, error) {
 
 // modelHTTP is the HTTP client of a model: its own transport, so a
 // node's many seats reuse connections to one provider, and no global
-// client's settings leak in.
-func modelHTTP() *http.Client {
-	return &http.Client{Transport: &http.Transport{
+// client's settings leak in. Whoever made it closes the transport's idle
+// connections when done.
+func modelHTTP() (*http.Client, *http.Transport) {
+	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
-	}}
+	}
+	return &http.Client{Transport: tr}, tr
 }
 
 // estimateTokens is a rough count of the tokens a text is: about four

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -12,13 +13,15 @@ import (
 // anthropicModel speaks the Messages API with tool use.
 type anthropicModel struct {
 	spec ModelSpec
+	tr   *http.Transport
 	svc  anthropic.MessageService
 }
 
 func newAnthropicModel(spec ModelSpec) *anthropicModel {
+	client, tr := modelHTTP()
 	opts := []option.RequestOption{
 		option.WithBaseURL(strings.TrimRight(spec.BaseURL, "/") + "/"),
-		option.WithHTTPClient(modelHTTP()),
+		option.WithHTTPClient(client),
 		option.WithMaxRetries(2),
 	}
 	if spec.APIKey != "" {
@@ -26,8 +29,11 @@ func newAnthropicModel(spec ModelSpec) *anthropicModel {
 	}
 	// The service, not the client: anthropic.NewClient would read
 	// ANTHROPIC_* and profile files from the hub's environment.
-	return &anthropicModel{spec: spec, svc: anthropic.NewMessageService(opts...)}
+	return &anthropicModel{spec: spec, tr: tr, svc: anthropic.NewMessageService(opts...)}
 }
+
+// closeIdle lets go of the client's idle connections.
+func (m *anthropicModel) closeIdle() { m.tr.CloseIdleConnections() }
 
 func (m *anthropicModel) Name() string { return m.spec.Model + " at " + m.spec.Provider }
 

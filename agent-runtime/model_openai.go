@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
@@ -15,13 +16,15 @@ import (
 // Ollama, vLLM, llama.cpp's server, LM Studio.
 type openAIModel struct {
 	spec ModelSpec
+	tr   *http.Transport
 	svc  openai.ChatCompletionService
 }
 
 func newOpenAIModel(spec ModelSpec) *openAIModel {
+	client, tr := modelHTTP()
 	opts := []option.RequestOption{
 		option.WithBaseURL(strings.TrimRight(spec.BaseURL, "/") + "/"),
-		option.WithHTTPClient(modelHTTP()),
+		option.WithHTTPClient(client),
 		// A rate limit or a restarting local server is retried, briefly;
 		// a turn waits on the call, and a provider that stays down ends it.
 		option.WithMaxRetries(2),
@@ -31,8 +34,11 @@ func newOpenAIModel(spec ModelSpec) *openAIModel {
 	}
 	// The service, not the client: openai.NewClient would read OPENAI_*
 	// from the hub's environment and send what the company never named.
-	return &openAIModel{spec: spec, svc: openai.NewChatCompletionService(opts...)}
+	return &openAIModel{spec: spec, tr: tr, svc: openai.NewChatCompletionService(opts...)}
 }
+
+// closeIdle lets go of the client's idle connections.
+func (m *openAIModel) closeIdle() { m.tr.CloseIdleConnections() }
 
 func (m *openAIModel) Name() string { return m.spec.Model + " at " + m.spec.Provider }
 

@@ -27,7 +27,7 @@ func openState(ctx context.Context, dataDir string, log *slog.Logger) (*state.No
 	node, err := state.Open(ctx, state.Options{
 		Dir:        filepath.Join(dataDir, "state"),
 		Logger:     log.With("component", "state"),
-		Projectors: append(append(tracker.Projectors(), knowledge.Projectors()...), artifacts.Projectors()...),
+		Projectors: append(append(append(tracker.Projectors(), knowledge.Projectors()...), artifacts.Projectors()...), agent.Projectors()...),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the node's state: %w", err)
@@ -60,11 +60,12 @@ func artifactDeps(node *state.Node, d hub.Deps, baseURL func() string) artifacts
 // builtins always, the native tracker and knowledge base (each with its
 // search index) where the company runs them, and the artifact store where
 // the node takes uploads.
-func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string) []hub.FirstParty {
+func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string, builtins agent.BuiltinDeps) []hub.FirstParty {
 	return []hub.FirstParty{{
 		Name: "builtins",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return agent.NewBuiltinServer(d.Directory, t, d.Logger)
+			builtins.Directory = d.Directory
+			return agent.NewBuiltinServer(builtins, t, d.Logger)
 		},
 	}, {
 		Name:    "tracker",
@@ -85,6 +86,12 @@ func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() strin
 			return artifacts.NewServer(artifactDeps(node, d, baseURL), t)
 		},
 	}}
+}
+
+// toolSkills are the bundled tool skills whose tools this node registers:
+// skill:artifacts where it takes uploads (ART-9).
+func toolSkills(uploads bool) []agent.ToolSkill {
+	return agent.BundledToolSkills(func(string) bool { return uploads })
 }
 
 // artifactFiles is the file route's reader where the node takes uploads.

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
@@ -130,6 +131,8 @@ func Run(ctx context.Context, o Options) error {
 		return ""
 	}
 	uploads := takesUploads(ctx, node)
+	store := agent.NewStore(node)
+	skills := toolSkills(uploads)
 
 	h, err := hub.New(ctx, hub.Options{
 		Company:     company,
@@ -138,7 +141,7 @@ func Run(ctx context.Context, o Options) error {
 		Reload:      reload,
 		Redact:      src.storedValues,
 		ConfigFile:  o.ConfigFile,
-		FirstParty:  firstParty(node, indexes, uploads, baseURL),
+		FirstParty:  firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}),
 		Artifacts:   artifactFiles(node, uploads, baseURL),
 		Sanitizer:   clean,
 		Ledger:      ledger,
@@ -148,6 +151,16 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer h.Close()
+	// Seats are claimed and their turns run before the node listens: a
+	// mention made the moment it answers already has a mailbox to land in.
+	rt, err := startRuntime(ctx, h, runtimeDeps{store: store, node: node, company: company, env: src.env, log: log, toolSkills: skills})
+	if err != nil {
+		return err
+	}
+	// Closed before the hub: a turn in flight is cut, and stays running
+	// on the log to be run again, rather than ending on the hub's
+	// shutting-down refusals.
+	defer rt.Close()
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -181,9 +194,11 @@ func Run(ctx context.Context, o Options) error {
 			log.Info("hub_stopping")
 			shutdown, cancel := context.WithTimeout(context.Background(), ShutdownBound)
 			defer cancel()
-			// The hub first: it cuts the calls in flight, each answered
-			// that the hub is shutting down, and ends the open sessions,
-			// whose streams Shutdown would otherwise wait for.
+			// The turns first, then the hub: it cuts the calls in
+			// flight, each answered that the hub is shutting down, and
+			// ends the open sessions, whose streams Shutdown would
+			// otherwise wait for.
+			rt.Close()
 			h.Close()
 			if err := srv.Shutdown(shutdown); err != nil {
 				// Whatever is still being answered when the bound runs
