@@ -72,10 +72,19 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 	if reason != "" {
 		attrs = append(attrs, "reason", reason)
 	}
-	if outcome == Delivered || outcome == NotRun {
+	if outcome == Delivered {
 		log.Info("turn_ended", attrs...)
-	} else {
-		log.Warn("turn_ended", attrs...)
+		return
+	}
+	log.Warn("turn_ended", attrs...)
+	for _, f := range r.opts.Feeds {
+		if f.Name == rec.Feed && f.Ended != nil {
+			ended := rec
+			ended.Outcome, ended.Reason = outcome, reason
+			if err := f.Ended(wctx, ended); err != nil {
+				log.Warn("turn_end_not_noted", "feed", f.Name, "error", err.Error())
+			}
+		}
 	}
 }
 

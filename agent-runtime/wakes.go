@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"sort"
 
 	"github.com/crewlet/hub/servers"
@@ -20,6 +21,10 @@ type Feed struct {
 	Last func() (string, error)
 	// Trigger reads what woke the seat.
 	Trigger func(w servers.Wake) (Trigger, error)
+	// Ended, if set, tells the feed's server how a turn it woke ended
+	// when it reached nobody or could not run, so the people looking at
+	// what woke it see why nobody answered (the item's activity).
+	Ended func(ctx context.Context, rec TurnRecord) error
 }
 
 // Trigger is the text that woke a seat, who wrote it and what it is

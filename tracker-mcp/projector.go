@@ -41,6 +41,7 @@ func Projectors() []state.Projector {
 		applying(kindCatalogue, applyCatalogue),
 		applying(kindFileWrite, applyFileWrite),
 		applying(kindFileRm, applyFileRemove),
+		applying(kindTurnEnded, applyTurnEnded),
 	}
 }
 
@@ -161,6 +162,22 @@ func (a *applier) activity(action, proj, key, sum string, detail any) error {
 // wake asks for seat to be woken about an item (TRK-4).
 func (a *applier) wake(seat, key string, commentID int) error {
 	return a.Wake(kWake, seat, key, commentID)
+}
+
+// wakeOnce wakes each seat once about an item, in order, leaving out the
+// writer: nobody is woken by their own write.
+func (a *applier) wakeOnce(key string, seats []string) error {
+	seen := map[string]bool{a.By.Seat: true}
+	for _, s := range seats {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if err := a.wake(s, key, 0); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (a *applier) mustItem(key string) (*item, error) {

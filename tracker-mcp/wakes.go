@@ -56,7 +56,11 @@ func Trigger(n *state.Node, w servers.Wake) (servers.Trigger, error) {
 		if len(it.DescribedBy) > 0 {
 			by = it.DescribedBy[len(it.DescribedBy)-1]
 		}
-		t = servers.Trigger{Text: text, Author: by, About: "the work item " + named + ", handed to you"}
+		about := "the work item " + named + ", whose description names you"
+		if strings.EqualFold(it.Assignee, w.Seat) {
+			about = "the work item " + named + ", handed to you"
+		}
+		t = servers.Trigger{Text: text, Author: by, About: about}
 		return nil
 	})
 	return t, err

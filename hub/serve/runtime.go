@@ -68,9 +68,14 @@ type runtimeDeps struct {
 func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtime, error) {
 	feeds := []agent.Feed{agent.A2AFeed(d.store)}
 	if d.company.TrackerBackend() == "native" {
-		feeds = append(feeds, agent.FeedOf("trk",
+		trk := agent.FeedOf("trk",
 			func(after string, limit int) ([]servers.Wake, error) { return tracker.Wakes(d.node, after, limit) },
-			func(w servers.Wake) (agent.Trigger, error) { return tracker.Trigger(d.node, w) }))
+			func(w servers.Wake) (agent.Trigger, error) { return tracker.Trigger(d.node, w) })
+		trk.Ended = func(ctx context.Context, rec agent.TurnRecord) error {
+			c := authority.Caller{Seat: rec.Seat, Kind: authority.KindAgent, Requester: rec.Requester, TurnKey: rec.Key}
+			return tracker.NoteTurnEnded(ctx, d.node, c, rec.Woken, rec.Subject, rec.Outcome, rec.Reason)
+		}
+		feeds = append(feeds, trk)
 	}
 	if d.company.KnowledgeBackend() == "native" {
 		feeds = append(feeds, agent.FeedOf("kb",
