@@ -67,6 +67,18 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 	if _, err := r.opts.Store.write(wctx, t.caller, rec.Key, rec.Woken, kindEnded, map[string]string{"turn": rec.Key}, end); err != nil {
 		log.Error("turn_end_not_recorded", "error", err.Error())
 	}
+	if outcome != Delivered {
+		for _, f := range r.opts.Feeds {
+			if f.Name == rec.Feed && f.Ended != nil {
+				ended := rec
+				ended.Outcome, ended.Reason = outcome, reason
+				if err := f.Ended(wctx, ended); err != nil {
+					log.Warn("turn_end_not_noted", "feed", f.Name, "error", err.Error())
+				}
+			}
+		}
+	}
+	// Logged last, once everything about the end is recorded.
 	attrs := []any{"outcome", outcome, "delivered", outcome == Delivered, "rounds", t.rounds,
 		"input_tokens", t.usage.Input, "output_tokens", t.usage.Output, "tools", len(t.called)}
 	if reason != "" {
@@ -74,17 +86,8 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 	}
 	if outcome == Delivered {
 		log.Info("turn_ended", attrs...)
-		return
-	}
-	log.Warn("turn_ended", attrs...)
-	for _, f := range r.opts.Feeds {
-		if f.Name == rec.Feed && f.Ended != nil {
-			ended := rec
-			ended.Outcome, ended.Reason = outcome, reason
-			if err := f.Ended(wctx, ended); err != nil {
-				log.Warn("turn_end_not_noted", "feed", f.Name, "error", err.Error())
-			}
-		}
+	} else {
+		log.Warn("turn_ended", attrs...)
 	}
 }
 

@@ -53,6 +53,10 @@ type Options struct {
 	// SessionIdle closes a 2025 operator session unused this long; the
 	// hub's default (30 minutes) if 0.
 	SessionIdle time.Duration
+
+	// onRuntime, in this package's tests, is handed the node's agent
+	// runtime once it has started, to claim and release seats by hand.
+	onRuntime func(*agent.Runtime)
 }
 
 func (o *Options) ensureDefaults() {
@@ -161,6 +165,9 @@ func Run(ctx context.Context, o Options) error {
 	// on the log to be run again, rather than ending on the hub's
 	// shutting-down refusals.
 	defer rt.Close()
+	if o.onRuntime != nil {
+		o.onRuntime(rt)
+	}
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
