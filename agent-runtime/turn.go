@@ -294,7 +294,7 @@ func (t *turn) call(ctx context.Context, c ToolCall, offeredSet map[string]Tool,
 	}
 	t.called = append(t.called, name)
 	t.log.Info("tool_called", "tool", name, "source", tool.Source, "class", behaviour(tool, offered), "delivers", tool.Delivers,
-		"is_error", res.IsError, "refusal", string(class), "ms", time.Since(start).Milliseconds(), "worker", worker)
+		"is_error", res.IsError, "refusal", string(class), "us", time.Since(start).Microseconds(), "worker", worker)
 	return ToolResult{CallID: c.ID, Text: resultText(res), IsError: res.IsError}
 }
 

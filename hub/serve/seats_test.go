@@ -73,6 +73,12 @@ func TestTwoSeatsOneTemplate(t *testing.T) {
 		return finished
 	})
 	n := startTurnNode(t, model, doc, env)
+	// Claimed as the node started, before anything woke them: each seat's
+	// child is already running.
+	first := pidOf(t, filepath.Join(pids, "alice"))
+	if !alive(first) || !alive(pidOf(t, filepath.Join(pids, "robert"))) {
+		t.Fatal("a claimed seat's child is not running")
+	}
 	ada := n.client(env["ADA_TOKEN"])
 	key := call(t, ada, "create_work_item", map[string]any{"title": "Whose desk?"})["key"].(string)
 	call(t, ada, "comment_on_work_item", map[string]any{"key": key, "body": "@alice @robert whose desk is this?"})
@@ -86,8 +92,18 @@ func TestTwoSeatsOneTemplate(t *testing.T) {
 		if strings.Contains(c.System, "You are @robert") {
 			me, other = other, me
 		}
-		if !strings.Contains(c.System, "You are @"+me) || !c.Offers("whoami") {
+		if !strings.Contains(c.System, "You are @"+me) || strings.Contains(c.System, other) || !c.Offers("whoami") {
 			t.Fatalf("a turn of %s: %s offered %v", me, c.System, c.Tools)
+		}
+		// The other seat's child would show as a second whoami.
+		desks := 0
+		for _, tool := range c.Tools {
+			if strings.HasPrefix(tool, "whoami") {
+				desks++
+			}
+		}
+		if desks != 1 {
+			t.Fatalf("a turn of %s was offered %d desks: %v", me, desks, c.Tools)
 		}
 		for _, r := range c.Results() {
 			if strings.Contains(r.Text, other) {
@@ -106,10 +122,6 @@ func TestTwoSeatsOneTemplate(t *testing.T) {
 		}
 	}
 
-	first := pidOf(t, filepath.Join(pids, "alice"))
-	if !alive(first) {
-		t.Fatal("alice's child is not running")
-	}
 	if err := n.rt.Release(t.Context(), "alice"); err != nil {
 		t.Fatal(err)
 	}

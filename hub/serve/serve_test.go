@@ -45,7 +45,7 @@ func (s *syncBuffer) String() string {
 }
 
 // runUntilListening starts Run and waits for its banner's last line.
-func runUntilListening(t *testing.T, o Options) (base string, out *syncBuffer, stop func() error) {
+func runUntilListening(t testing.TB, o Options) (base string, out *syncBuffer, stop func() error) {
 	t.Helper()
 	out = &syncBuffer{}
 	o.Stdout, o.Listen = out, "127.0.0.1:0"

@@ -73,12 +73,20 @@ func (h *attrHandler) Handle(_ context.Context, r slog.Record) error {
 	return h.w.add(r, h.attrs)
 }
 
-// wait returns the first record matching every key/value of want, waiting
-// for it up to a deadline.
-func (w *logWatch) wait(t *testing.T, want map[string]any) map[string]any {
+// mark is how many records there are so far, for waitSince.
+func (w *logWatch) mark() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.records)
+}
+
+// waitSince returns the first record logged after a mark that matches
+// every key/value of want, waiting for it up to a deadline. A long run
+// marks where it is, so it does not read its whole log again for each
+// record it waits for.
+func (w *logWatch) waitSince(t testing.TB, seen int, want map[string]any) map[string]any {
 	t.Helper()
 	deadline := time.After(60 * time.Second)
-	seen := 0
 	for {
 		w.mu.Lock()
 		recs, changed := w.records, w.changed
@@ -138,7 +146,7 @@ type contains string
 
 // turnNode is a node running in process.
 type turnNode struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	base string
 	logs *logWatch
@@ -148,7 +156,7 @@ type turnNode struct {
 
 // startTurnNode runs a node on a company document; {{MODEL}} in it stands
 // for the fake model server's root.
-func startTurnNode(t *testing.T, model *modeltest.Server, doc string, env map[string]string) *turnNode {
+func startTurnNode(t testing.TB, model *modeltest.Server, doc string, env map[string]string) *turnNode {
 	t.Helper()
 	n := &turnNode{t: t, dir: t.TempDir(), logs: newLogWatch()}
 	cfg := filepath.Join(n.dir, "company.yaml")
@@ -175,7 +183,7 @@ func (n *turnNode) client(token string) *mcp.ClientSession {
 }
 
 // call makes an operator call and answers its structured content.
-func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+func call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
 	t.Helper()
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil || res.IsError {
@@ -192,8 +200,15 @@ func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any)
 // turnEnded waits for the end of the turn seat runs about subject.
 func (n *turnNode) turnEnded(seat, subject string) map[string]any {
 	n.t.Helper()
-	started := n.logs.wait(n.t, map[string]any{"msg": "turn_started", "seat": seat, "about": contains(subject)})
-	return n.logs.wait(n.t, map[string]any{"msg": "turn_ended", "seat": seat, "turn": started["turn"]})
+	return n.turnEndedSince(0, seat, subject)
+}
+
+// turnEndedSince is turnEnded for a turn that started after a mark of the
+// node's log.
+func (n *turnNode) turnEndedSince(mark int, seat, subject string) map[string]any {
+	n.t.Helper()
+	started := n.logs.waitSince(n.t, mark, map[string]any{"msg": "turn_started", "seat": seat, "about": contains(subject)})
+	return n.logs.waitSince(n.t, mark, map[string]any{"msg": "turn_ended", "seat": seat, "turn": started["turn"]})
 }
 
 var itemKeyRe = regexp.MustCompile(`[A-Z][A-Z0-9]+-[0-9]+`)
