@@ -67,6 +67,14 @@ func TestDeliveryFence(t *testing.T) {
 		t.Fatalf("unannotated tool: %+v after %d requests", rec, h.model.Count())
 	}
 
+	// Unknown hints are enough on their own, where no surface was named
+	// either (a mounted tool that says nothing of itself).
+	bare := Tool{Name: "page_someone", Source: "mount:pager"}
+	h = newHarness(t, modeltest.Steps(call("page_someone", map[string]any{"who": "x"}), done), []Tool{bare}, nil)
+	if rec := h.turn(); rec.Outcome != Delivered || h.model.Count() != 2 {
+		t.Fatalf("unknown hints, no surface: %+v after %d requests", rec, h.model.Count())
+	}
+
 	readOnly := unannotated
 	readOnly.Hints = servers.Hints{ReadOnly: servers.Yes, OpenWorld: servers.Yes}
 	readOnly.Delivers = ""
