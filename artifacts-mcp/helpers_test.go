@@ -6,6 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/crewlet/hub/servers/search/searchtest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
@@ -22,7 +24,9 @@ func TestMain(m *testing.M) {
 		crashChild()
 		return
 	}
-	goleak.VerifyTestMain(m)
+	// bleve, linked through the tracker's files, starts goroutines of its
+	// own that live for the process.
+	goleak.VerifyTestMain(m, searchtest.LeakOptions()...)
 }
 
 func testDirectory() *authority.Directory {
@@ -147,7 +151,7 @@ var testQuota = servers.Projector(kindTestQuota, func(a *servers.Apply) (any, er
 	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
-	return map[string]any{}, setJSON(a.B, kQuota+pl.Turn, pl.Quota)
+	return map[string]any{}, state.SetJSON(a.B, kQuota+pl.Turn, pl.Quota)
 })
 
 // setQuota sets a turn's quota row straight in the projection, as if the

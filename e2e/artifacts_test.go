@@ -22,7 +22,7 @@ units:
     lead: ada
     project: CORE
     roles:
-      - {name: Ada, handle: ada, kind: human}
+      - {name: Ada, handle: ada, kind: human, admin: true}
       - {name: Grace, handle: grace, kind: human}
       - {name: Linus, handle: linus, kind: human}
       - {name: Helper, handle: helper}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/crewlet/hub/agent-runtime/modeltest"
 	"github.com/crewlet/hub/hub/hubtest"
@@ -110,7 +111,7 @@ func TestTurnSurvivesKill9(t *testing.T) {
 			turn := turnKeyIn(t, h.logs())
 
 			h2 := startHubIn(t, dir, env, "--config", cfg)
-			waitLog(t, h2, "turn_ended", `"turn":"`+turn+`"`, `"outcome":"delivered"`)
+			waitLog(t, h2, 60*time.Second, "turn_ended", `"turn":"`+turn+`"`, `"outcome":"delivered"`)
 			cs2, err := goSDKClient(t, h2.mcpURL(), e2eToken, "")
 			if err != nil {
 				t.Fatal(err)

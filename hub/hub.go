@@ -64,13 +64,16 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		seats:   newSeatGate(),
 	}
 	h.life, h.endLife = context.WithCancel(context.Background())
-	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout}
+	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout,
+		observe: CallObservers(opts.Observers.Calls)}
 	h.operator = newOperator(operatorDeps{
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, control: h,
+		changes: newChangeFeed(),
 	})
+	h.operator.screen = newScreen(h.operator, h.life.Done())
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
-		ledger: opts.Ledger, acting: h.seats.acting,
+		ledger: opts.Ledger, acting: h.seats.acting, observe: opts.Observers.Servers, hops: opts.Observers.Hops,
 	})
 	h.router.seats = h.seatCatalogues
 	if opts.Artifacts != nil {
@@ -183,6 +186,7 @@ func (h *Hub) Apply(c *config.Company) error {
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)
 	h.servers.reconcile(c)
+	h.operator.changes.changed()
 	h.log.Info("company_applied", "seats", len(h.dir.Load().Seats()), "operator_tokens", len(entries))
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/screen"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,6 +42,9 @@ type operatorDeps struct {
 	router  *Router
 	tokens  *authority.Tokens
 	control control
+	// changes is what the screen watches: every server and catalogue
+	// change is said there.
+	changes *changeFeed
 }
 
 // operator is the operator surface. It implements events, so supervision
@@ -49,6 +53,7 @@ type operator struct {
 	operatorDeps
 
 	refusals  *refusalLog
+	screen    *screen.Screen
 	inflight  atomic.Int64 // tools/call requests being answered
 	putMu     sync.Mutex   // one company-file edit at a time
 	mu        sync.Mutex
@@ -62,7 +67,12 @@ type operator struct {
 
 var _ events = (*operator)(nil)
 
-func (f *operator) toolsChanged() { f.syncTools() }
+func (f *operator) toolsChanged() {
+	f.syncTools()
+	f.changes.changed()
+}
+
+func (f *operator) serverChanged() { f.changes.changed() }
 
 func (f *operator) featuresChanged(server string, feats upstream.Features, inst func() *upstream.Instance) {
 	f.mirrorFeatures(server, feats, inst)
@@ -106,6 +116,11 @@ func (h *Hub) Handler() http.Handler {
 	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
 	mux.Handle("GET /debug/runtime", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveRuntime)))))
 	mux.Handle("GET /artifacts/{id}/{path...}", f.guard(f.authenticate(http.HandlerFunc(f.serveArtifact))))
+	if f.opts.Metrics != nil {
+		mux.Handle("GET /metrics", f.guard(f.authenticate(f.opts.Metrics)))
+	}
+	// Settings › MCP Tools, for people in a browser; / leads there.
+	f.screen.Register(mux, f.guard)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", Version)

@@ -167,6 +167,7 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 	if req.Session != nil {
 		ctx = upstream.WithDownstream(ctx, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx})
 	}
+	ctx = withCallHeader(ctx, req.Extra)
 	return f.router.CallForPerson(ctx, CompanyRegistry(f.company), p.Caller(), req.Params.Name, args)
 }
 

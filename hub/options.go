@@ -2,6 +2,7 @@ package hub
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/crewlet/hub/authority"
@@ -87,6 +88,16 @@ type Options struct {
 	// for this long; 30 minutes if 0. Clients that go away without ending
 	// their session would otherwise hold its memory for the hub's life.
 	SessionIdle time.Duration
+	// Observers watch the hub's calls and servers (metrics, traces); the
+	// zero value watches nothing.
+	Observers Observers
+	// Metrics, when set, is served at GET /metrics behind the operator
+	// token, like every other operator route.
+	Metrics http.Handler
+	// SecretNames lists the secret store's names (never a value), which
+	// the screen's add-server form offers as ${NAME} pointers; nil offers
+	// none.
+	SecretNames func() []string
 	// Artifacts builds the artifact store's file reader the hub serves
 	// each artifact's current version with (GET /artifacts/{id}/...); nil
 	// where the node takes no uploads, and the route answers 404.
@@ -121,5 +132,8 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Sanitizer == nil {
 		o.Sanitizer = sanitize.New()
+	}
+	if o.Observers.Servers == nil {
+		o.Observers.Servers = noServers{}
 	}
 }

@@ -30,6 +30,8 @@ type Router struct {
 	callTimeout func(Source) time.Duration
 	// life ends when the hub starts to close; every call ends with it.
 	life context.Context
+	// observe is told of every call routed (metrics, traces).
+	observe CallObserver
 }
 
 // Call decides a call against what reg offers, runs it and sanitises the
@@ -47,7 +49,9 @@ func (r *Router) CallForPerson(ctx context.Context, reg Registry, caller authori
 	return forPerson(ctx, r.log, src, res)
 }
 
-func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) (*mcp.CallToolResult, Source) {
+func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) (res *mcp.CallToolResult, src Source) {
+	ctx, observed := r.observe.CallStarted(ctx, name)
+	defer func() { observed(src, res) }()
 	start := time.Now()
 	e, ok := reg.Resolve(name)
 	if !ok {

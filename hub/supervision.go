@@ -30,6 +30,9 @@ type events interface {
 	serverUp(server string, inst *upstream.Instance)
 	// resourceUpdated passes on a server's word that a resource changed.
 	resourceUpdated(ctx context.Context, p *mcp.ResourceUpdatedNotificationParams)
+	// serverChanged says a server's row, or a seat's catalogue, may read
+	// differently now. It must not block.
+	serverChanged()
 }
 
 // supervisionDeps is everything supervision is given; it holds nothing of
@@ -44,7 +47,9 @@ type supervisionDeps struct {
 	ledger  *upstream.Ledger
 	// acting reports whether this node acts for a seat now: only then
 	// does it run the seat's children (FLT-1).
-	acting func(seat string) bool
+	acting  func(seat string) bool
+	observe ServerObserver
+	hops    upstream.HopObserver
 }
 
 // supervision keeps the company's third-party servers: one supervised
@@ -260,6 +265,11 @@ func (u *supervision) start(decl config.MCPServer, seat string, resolved upstrea
 		},
 		OnResourceUpdated: u.events.resourceUpdated,
 		Ledger:            u.ledger,
+		Hops:              u.hops,
+		OnStatus: func(prev, now upstream.Status) {
+			u.observe.ServerStatus(decl.Name, seat, prev, now)
+			u.events.serverChanged()
+		},
 	})
 	return s
 }

@@ -20,6 +20,7 @@ func serveCmd(args []string) error {
 	dataDir := fs.String("data-dir", "./.crewlet", "where the hub keeps its data")
 	debug := fs.Bool("debug", false, "log at debug level")
 	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
+	metricsListen := fs.String("metrics-listen", "", "also serve GET /metrics on this address, without a token (the operator listener serves it behind the token)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -35,11 +36,12 @@ func serveCmd(args []string) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	return serve.Run(ctx, serve.Options{
-		ConfigFile:  *cfgPath,
-		Listen:      *listen,
-		DataDir:     *dataDir,
-		Logger:      newLogger(*debug),
-		Reload:      hup,
-		SessionIdle: *sessionIdle,
+		ConfigFile:    *cfgPath,
+		Listen:        *listen,
+		DataDir:       *dataDir,
+		Logger:        newLogger(*debug),
+		Reload:        hup,
+		SessionIdle:   *sessionIdle,
+		MetricsListen: *metricsListen,
 	})
 }

@@ -203,23 +203,29 @@ func (v Violations) Error() string {
 	return fmt.Sprintf("the company file has %d problems:\n  - %s", len(v), strings.Join(v, "\n  - "))
 }
 
-const emptySentence = "the file is empty: it declares no unit, seat, MCP server or credential. " +
+const emptySentence = "the file is empty: it declares nothing (no unit, seat, MCP server, credential or any other block). " +
 	"A file that is still being written, or was cut short, reads like this; a company declares at least one of them"
 
-// declaresNothing reports a document with nothing in it a company is made
-// of: empty, only comments, or an empty mapping.
-func (c *Company) declaresNothing() bool {
-	return c.Company.Name == "" && len(c.Units) == 0 && len(c.Roles) == 0 && len(c.MCPServers) == 0 &&
-		len(c.Integrations) == 0 && c.Tracker.Backend == "" && c.Knowledge.Backend == "" && len(c.API.Auth.Tokens) == 0 &&
-		!c.declaresModels()
-}
-
-// declaresModels reports a providers, models or budget block: a file that
-// only points the hub at its models is written on purpose, not cut short.
-func (c *Company) declaresModels() bool {
-	m := c.Models
-	return len(c.Providers) > 0 || m.Embeddings != nil || m.Default != nil || m.Auxiliary != nil ||
-		len(c.Budget.Company) > 0 || len(c.Budget.Seat) > 0
+// declaresNothing reports a document with no block in it at all: empty,
+// only comments, null or an empty mapping. It reads the document's own
+// keys, so a block added to the file's schema later counts without this
+// rule having to know it.
+func declaresNothing(data []byte) bool {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return false // not valid YAML: said as such, not as empty
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return true
+	}
+	doc := root.Content[0]
+	switch doc.Kind {
+	case yaml.MappingNode:
+		return len(doc.Content) == 0
+	case yaml.ScalarNode:
+		return doc.Tag == "!!null"
+	}
+	return false
 }
 
 // Parse decodes and checks a document. Unknown keys, type errors and rule
@@ -245,7 +251,7 @@ func Parse(data []byte) (*Company, error) {
 			return nil, Violations{"the file is not valid YAML: " + err.Error()}
 		}
 	}
-	if c.declaresNothing() {
+	if declaresNothing(data) {
 		// A file an editor is still writing, or one truncated to nothing,
 		// reads as an empty company, which would run no seat and no server
 		// and trade every credential for the generated one.

@@ -53,6 +53,10 @@ type Options struct {
 	// SessionIdle closes a 2025 operator session unused this long; the
 	// hub's default (30 minutes) if 0.
 	SessionIdle time.Duration
+	// MetricsListen, when set, serves GET /metrics on that address too,
+	// without a token, for a Prometheus that holds none; the operator
+	// listener serves it behind the token either way.
+	MetricsListen string
 
 	// onRuntime, in this package's tests, is handed the node's agent
 	// runtime once it has started, to claim and release seats by hand.
@@ -138,6 +142,12 @@ func Run(ctx context.Context, o Options) error {
 	store := agent.NewStore(node)
 	skills := toolSkills(uploads)
 
+	tel, err := openTelemetry(ctx, o, node)
+	if err != nil {
+		return err
+	}
+	defer tel.close(log)
+
 	h, err := hub.New(ctx, hub.Options{
 		Company:     company,
 		Env:         src.env,
@@ -150,11 +160,15 @@ func Run(ctx context.Context, o Options) error {
 		Sanitizer:   clean,
 		Ledger:      ledger,
 		SessionIdle: o.SessionIdle,
+		Observers:   tel.observers(),
+		Metrics:     tel.metrics.Handler(),
+		SecretNames: src.secretNames,
 	})
 	if err != nil {
 		return err
 	}
 	defer h.Close()
+	tel.reads(h)
 	// Seats are claimed and their turns run before the node listens: a
 	// mention made the moment it answers already has a mailbox to land in.
 	rt, err := startRuntime(ctx, h, runtimeDeps{store: store, node: node, company: company, env: src.env, log: log, toolSkills: skills})
@@ -180,11 +194,19 @@ func Run(ctx context.Context, o Options) error {
 		ln.Close()
 		return err
 	}
-	srv, ln := newHTTPServer(h.Handler(), ln, o.HTTP)
-	served := make(chan error, 1)
+	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP)
+	served := make(chan error, 2)
 	var wg conc.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { served <- srv.Serve(ln) })
+	if o.MetricsListen != "" {
+		msrv, err := tel.serveMetrics(o.MetricsListen, o.HTTP, &wg, served)
+		if err != nil {
+			return err
+		}
+		defer msrv.Close()
+		log.Info("metrics_listening", "addr", msrv.Addr)
+	}
 
 	log.Info("hub_listening", "addr", addr, "mcp_url", "http://"+addr+"/operator/mcp", "data_dir", o.DataDir)
 	banner(o.Stdout, addr, src.tokenNote())

@@ -28,6 +28,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/atomicfile"
 	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/state"
 )
@@ -221,7 +222,8 @@ func serveHTTP(ctx context.Context, server *mcp.Server, addr, dataDir string, ou
 		return err
 	}
 	bound := ln.Addr().String()
-	if err := os.WriteFile(filepath.Join(dataDir, "listen-addr"), []byte(bound+"\n"), 0o600); err != nil {
+	// Written whole by rename, so a watcher never reads a half-written address.
+	if err := atomicfile.Write(filepath.Join(dataDir, "listen-addr"), []byte(bound+"\n"), 0o600); err != nil {
 		ln.Close()
 		return err
 	}
@@ -236,9 +238,13 @@ func serveHTTP(ctx context.Context, server *mcp.Server, addr, dataDir string, ou
 	case <-ctx.Done():
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err := hs.Shutdown(shutdown)
+		// A connection a client dialled but never used counts as busy for
+		// several seconds; past the grace period the rest is cut.
+		if hs.Shutdown(shutdown) != nil {
+			hs.Close()
+		}
 		<-done
-		return err
+		return nil
 	}
 }
 

@@ -148,8 +148,12 @@ func TestAsOverHTTP(t *testing.T) {
 	start(t, []string{"--as", "admin", "--http", "127.0.0.1:0", "--data-dir", dir},
 		standalone.Options{Directory: directory, Getenv: env(map[string]string{"CREWLET_TRUSTED_CALLER": "tok-1"}), Stdout: lockedWriter{&mu, &out}, Stderr: io.Discard})
 	addr := waitAddr(t, filepath.Join(dir, "listen-addr"))
+	// The test's own pool, emptied at the end: a connection dialled and left
+	// unused would otherwise hold the server's graceful shutdown open.
+	pool := &http.Transport{}
+	t.Cleanup(pool.CloseIdleConnections)
 	connect := func(token string) *mcp.ClientSession {
-		tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: &http.Client{Transport: bearer{token}}}
+		tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: &http.Client{Transport: bearer{token, pool}}}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "0"}, nil).Connect(t.Context(), tr, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -255,12 +259,15 @@ func waitAddr(t *testing.T, path string) string {
 	}
 }
 
-type bearer struct{ token string }
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
+	return b.next.RoundTrip(r)
 }
 
 type lockedWriter struct {

@@ -1,19 +1,4 @@
-// Package upstream runs the company's third-party MCP servers and holds the
-// rules around them.
-//
-// The rules are pure: how a declared server's ${VAR} references become the
-// values it is started with (Resolve), which optional_keys declarations a
-// document may carry (CheckOptionalKeys), the exact environment a stdio child
-// is handed (ChildEnv), and when a server that died or would not start is
-// tried again (Schedule). They read no clock, host or network: lookups, mint
-// plans, the host environment and the random source are passed in, and their
-// results are plain values any number of goroutines may read. A Schedule is
-// one server's retry series, guarded by its own lock.
-//
-// An Instance is one running server: a stdio child in its own process group
-// or a session with a remote URL, watched from start to stop and restarted on
-// its Schedule. It owns its goroutines and its process tree; Close ends both.
-package upstream
+package launch
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package upstream
+package launch
 
 import (
 	"encoding/json"
@@ -264,6 +264,68 @@ func TestParse(t *testing.T) {
 	} {
 		if got := refs(in); !sameList(got, want) {
 			t.Errorf("refs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// CFG-2: the exact pieces a value is read as. A reference's name takes
+// letters (either case, to the last of each), digits after the first
+// character (0 to 9) and underscores; a neighbouring character ends it or
+// makes the whole thing literal. No empty literal is made between, before
+// or after references, and a value ending in "${" is literal text.
+func TestParseSegments(t *testing.T) {
+	ref := func(n string) segment { return segment{text: n, ref: true} }
+	lit := func(s string) segment { return segment{text: s} }
+	for in, want := range map[string][]segment{
+		"${A}${B}":       {ref("A"), ref("B")},
+		"${A}":           {ref("A")},
+		"x${A}":          {lit("x"), ref("A")},
+		"${A}y":          {ref("A"), lit("y")},
+		"${Z}${z}${_}":   {ref("Z"), ref("z"), ref("_")},
+		"${a}-${Zz_09}":  {ref("a"), lit("-"), ref("Zz_09")},
+		"${X0}${X9}":     {ref("X0"), ref("X9")},
+		"abc${":          {lit("abc${")},
+		"abc$":           {lit("abc$")},
+		"${@}${[}${`}":   {lit("${@}${[}${`}")},
+		"${{}":           {lit("${{}")},
+		"${X/}${X:}":     {lit("${X/}${X:}")},
+		"${0A}":          {lit("${0A}")},
+		"":               nil,
+		"plain":          {lit("plain")},
+		"${A}${":         {ref("A"), lit("${")},
+		"${A}$${B}x${C}": {ref("A"), lit("$"), ref("B"), lit("x"), ref("C")},
+	} {
+		if got := parse(in); !slices.Equal(got, want) {
+			t.Errorf("parse(%q) = %+v, want %+v", in, got, want)
+		}
+	}
+}
+
+// A spec's description for logs names the keys that matter for its
+// transport (a child's env keys, a remote's header keys) and a short
+// digest, and never a value.
+func TestResolvedStringNamesKeysNotValues(t *testing.T) {
+	stdio := Resolved{Name: "gh", Transport: TransportStdio, Command: "github-mcp-server", Args: []string{"stdio", "--token=s3cret-arg"},
+		Env: map[string]string{"GITHUB_TOKEN": "s3cret-env"}, Headers: map[string]string{"X-Ignored": "s3cret-hdr"},
+		Digest: "0123456789abcdef0123"}
+	remote := Resolved{Name: "search", Transport: TransportHTTP, URL: "https://s3cret-url.example/mcp",
+		Env: map[string]string{"IGNORED": "s3cret-env"}, Headers: map[string]string{"Authorization": "Bearer s3cret-hdr"},
+		Digest: "0123456789ab"}
+	for _, tc := range []struct {
+		r    Resolved
+		want string
+	}{
+		{stdio, `upstream "gh" (stdio, command "github-mcp-server", 2 args, keys [GITHUB_TOKEN], omitted [], digest 0123456789ab)`},
+		{remote, `upstream "search" (http, command "", 0 args, keys [Authorization], omitted [], digest 0123456789ab)`},
+		{Resolved{Name: "short", Transport: TransportSSE, Digest: "abc"}, `upstream "short" (sse, command "", 0 args, keys [], omitted [], digest abc)`},
+	} {
+		for _, got := range []string{tc.r.String(), fmt.Sprintf("%#v", tc.r)} {
+			if got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if strings.Contains(got, "s3cret") {
+				t.Errorf("a value in %s", got)
+			}
 		}
 	}
 }
