@@ -46,7 +46,16 @@ func (m *anthropicModel) Complete(ctx context.Context, req Request) (Reply, erro
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}
 	for _, msg := range req.Messages {
-		params.Messages = append(params.Messages, anthropicMessage(msg))
+		m := anthropicMessage(msg)
+		// A note read after tool results is one more user message: the
+		// API takes a conversation whose turns alternate, so it joins
+		// the user message before it.
+		if n := len(params.Messages); n > 0 && m.OfUser != nil && params.Messages[n-1].OfUser != nil {
+			prev := params.Messages[n-1].OfUser
+			prev.Content = append(prev.Content, m.OfUser.Content...)
+			continue
+		}
+		params.Messages = append(params.Messages, m)
 	}
 	for _, t := range req.Tools {
 		schema := schemaObject(t.Schema)

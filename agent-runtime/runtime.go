@@ -31,10 +31,12 @@ type Runtime struct {
 	endLife context.CancelFunc
 	wg      sync.WaitGroup
 
-	mu     sync.Mutex
-	seats  map[string]*mailbox
-	closed bool
-	once   sync.Once
+	mu    sync.Mutex
+	seats map[string]*mailbox
+	// running is the turn each seat runs now, by lower-cased handle.
+	running map[string]*turn
+	closed  bool
+	once    sync.Once
 }
 
 // Options configure a Runtime. Store, Hub and Seat are required.
@@ -118,7 +120,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, errors.New("agent: a runtime needs a store, a hub and its seats' models")
 	}
 	opts.ensureDefaults()
-	r := &Runtime{opts: opts, log: opts.Logger, seats: map[string]*mailbox{}}
+	r := &Runtime{opts: opts, log: opts.Logger, seats: map[string]*mailbox{}, running: map[string]*turn{}}
 	r.sig.ch = make(chan struct{})
 	r.life, r.endLife = context.WithCancel(context.Background())
 	return r, nil
@@ -334,11 +336,12 @@ func (r *Runtime) serveSeat(ctx context.Context, seat string) {
 		}
 		cursors, err = r.opts.Store.Cursors(seat, names)
 	}
+	held := map[string]bool{}
 	for {
 		changed := r.sig.wait()
 		stuck := false
 		for _, f := range r.opts.Feeds {
-			if !r.drain(ctx, seat, f, cursors) {
+			if !r.drain(ctx, seat, f, cursors, held) {
 				stuck = true
 			}
 			if ctx.Err() != nil {
@@ -360,8 +363,9 @@ func (r *Runtime) serveSeat(ctx context.Context, seat string) {
 
 // drain runs a turn for each of the seat's wakes in one feed after its
 // cursor. It reports false when it stopped at a wake it could not start
-// (the log refused), which is tried again shortly.
-func (r *Runtime) drain(ctx context.Context, seat string, f Feed, cursors map[string]string) bool {
+// (the log refused), which is tried again shortly. A paused seat starts
+// nothing: its wake waits where it is, said once on the log (held).
+func (r *Runtime) drain(ctx context.Context, seat string, f Feed, cursors map[string]string, held map[string]bool) bool {
 	for {
 		rows, err := f.Read(cursors[f.Name], 100)
 		if err != nil {
@@ -372,6 +376,19 @@ func (r *Runtime) drain(ctx context.Context, seat string, f Feed, cursors map[st
 			// A seat does not wake itself: a remark of its own naming it
 			// would otherwise start a turn after every turn.
 			if strings.EqualFold(w.Seat, seat) && !strings.EqualFold(w.By, seat) {
+				pause, paused, err := r.opts.Store.Paused(seat)
+				if err != nil {
+					r.log.Warn("seat_pause_unreadable", "seat", seat, "error", err.Error())
+					return false
+				}
+				if paused {
+					if at := f.Name + "/" + w.Cursor; !held[at] {
+						held[at] = true
+						r.log.Info("wake_held", "seat", seat, "feed", f.Name, "wake", w.Cursor, "paused_by", pause.By.Seat,
+							"reason", "the seat is paused; the wake waits until it is resumed")
+					}
+					return true
+				}
 				rec, err := r.begin(ctx, f, w)
 				if err != nil {
 					if ctx.Err() == nil {

@@ -34,6 +34,7 @@ const (
 	kOnb    = "ag/onb/"    // + seat -> onboarding mark
 	kAsk    = "ag/ask/"    // + ask id -> question one seat put to another
 	kA2A    = "ag/wake/"   // + pos(16 hex)/n(4) -> wake of the asked seat
+	kPause  = "ag/pause/"  // + seat -> who paused it, while it is paused
 )
 
 // Operation kinds, one projector each.
@@ -45,6 +46,7 @@ const (
 	kindSkill     = "agent.skill"
 	kindOnboarded = "agent.onboarded"
 	kindAsk       = "agent.ask"
+	kindPaused    = "agent.seat.paused"
 )
 
 // Projectors returns the runtime's projectors; the node registers them
@@ -58,6 +60,7 @@ func Projectors() []state.Projector {
 		servers.Projector(kindSkill, applySkill),
 		servers.Projector(kindOnboarded, applyOnboarded),
 		servers.Projector(kindAsk, applyAsk),
+		servers.Projector(kindPaused, applyPaused),
 	}
 }
 

@@ -40,6 +40,9 @@ type turn struct {
 	usage   Usage
 	rounds  int
 	called  []string
+
+	// notes are what people steer the turn with (steer_turn).
+	notes notes
 }
 
 // delegateName is the tool a turn hands work to workers with. It is in no
@@ -53,7 +56,18 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 	log := r.log.With("seat", rec.Seat, "turn", rec.Key)
 	log.Info("turn_started", "requester", rec.Requester, "about", rec.About, "feed", rec.Feed)
 	t := &turn{r: r, rec: rec, caller: seatCaller(rec), log: log, loaded: map[string]bool{}}
+	t.notes.open = true
+	seatKey := strings.ToLower(rec.Seat)
+	r.mu.Lock()
+	r.running[seatKey] = t
+	r.mu.Unlock()
 	outcome, reason, account := t.run(ctx)
+	r.mu.Lock()
+	delete(r.running, seatKey)
+	r.mu.Unlock()
+	if left := t.notes.close(); left > 0 {
+		log.Warn("turn_notes_unread", "notes", left, "reason", "the turn ended before another model round could read them")
+	}
 	if ctx.Err() != nil {
 		log.Info("turn_cut", "reason", "the seat was let go or the node is stopping; the turn runs again where the seat is held next")
 		return
@@ -111,6 +125,11 @@ func (t *turn) run(ctx context.Context) (outcome, reason, account string) {
 	system := t.system()
 	reminded := false
 	for t.rounds < t.r.opts.MaxRounds {
+		// Notes people steered the turn with are read now; the box stays
+		// open only while another round follows this one.
+		if note := t.notes.read(t.rounds+1 < t.r.opts.MaxRounds); note != "" {
+			msgs = append(msgs, Message{From: FromUser, Text: note})
+		}
 		rep, refusal, err := t.ask(ctx, Request{System: system, Messages: msgs, Tools: t.defs}, false)
 		if refusal != nil {
 			return BudgetExhausted, refusal.Sentence, account
@@ -123,6 +142,11 @@ func (t *turn) run(ctx context.Context) (outcome, reason, account string) {
 			account = rep.Text
 		}
 		if len(rep.Calls) == 0 {
+			if t.notes.unread() {
+				// A note came while the model answered: the turn reads
+				// it before it ends.
+				continue
+			}
 			if t.delivered(account) {
 				return Delivered, "", account
 			}

@@ -57,15 +57,21 @@ func artifactDeps(node *state.Node, d hub.Deps, baseURL func() string) artifacts
 }
 
 // firstParty lists the servers the hub mounts in-process: the engine's
-// builtins always, the native tracker and knowledge base (each with its
+// builtins and a person's decisions about seats always (the decisions act
+// on the runtime once it has started), the native tracker and knowledge base (each with its
 // search index) where the company runs them, and the artifact store where
 // the node takes uploads.
-func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string, builtins agent.BuiltinDeps) []hub.FirstParty {
+func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string, builtins agent.BuiltinDeps, runtime func() *agent.Runtime) []hub.FirstParty {
 	return []hub.FirstParty{{
 		Name: "builtins",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
 			builtins.Directory = d.Directory
 			return agent.NewBuiltinServer(builtins, t, d.Logger)
+		},
+	}, {
+		Name: "decisions",
+		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
+			return agent.NewDecisionServer(agent.DecisionDeps{Directory: d.Directory, Runtime: runtime}, t, d.Logger)
 		},
 	}, {
 		Name:    "tracker",

@@ -140,6 +140,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	uploads := takesUploads(ctx, node)
 	store := agent.NewStore(node)
+	// The decisions about seats act on the runtime, which starts after
+	// the hub that serves them.
+	var running atomic.Pointer[agent.Runtime]
 	skills := toolSkills(uploads)
 
 	tel, err := openTelemetry(ctx, o, node)
@@ -155,7 +158,7 @@ func Run(ctx context.Context, o Options) error {
 		Reload:      reload,
 		Redact:      src.storedValues,
 		ConfigFile:  o.ConfigFile,
-		FirstParty:  firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}),
+		FirstParty:  firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}, running.Load),
 		Artifacts:   artifactFiles(node, uploads, baseURL),
 		Sanitizer:   clean,
 		Ledger:      ledger,
@@ -179,6 +182,7 @@ func Run(ctx context.Context, o Options) error {
 	// on the log to be run again, rather than ending on the hub's
 	// shutting-down refusals.
 	defer rt.Close()
+	running.Store(rt)
 	if o.onRuntime != nil {
 		o.onRuntime(rt)
 	}

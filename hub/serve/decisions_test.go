@@ -1,0 +1,152 @@
+package serve
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/crewlet/hub/agent-runtime/modeltest"
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/crewlet/hub/servers"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// decisionsCompany has bob lead the unit (not an administrator), ada an
+// administrator, and carol a person with no say over the assistant. (A
+// seat's holder may decide too, but a credential binds only to a person,
+// so nobody holds an AI seat through one.)
+var decisionsCompany = strings.Replace(company, "    lead: ada\n", "    lead: bob\n", 1) + `      - {id: carol, token: "${CAROL_TOKEN}", seat: carol}
+`
+
+var decisionsEnv = map[string]string{"ADA_TOKEN": env["ADA_TOKEN"], "BOB_TOKEN": env["BOB_TOKEN"], "MODEL_KEY": env["MODEL_KEY"],
+	"CAROL_TOKEN": "carol-token-0123456789"}
+
+func init() {
+	decisionsCompany = strings.Replace(decisionsCompany, "      - {name: Bob, handle: bob, kind: human}\n",
+		"      - {name: Bob, handle: bob, kind: human}\n      - {name: Carol, handle: carol, kind: human}\n", 1)
+}
+
+// refused makes an operator call that must be refused and answers its
+// class.
+func refused(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) authority.Class {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil || !res.IsError {
+		t.Fatalf("%s %v: %v %s", tool, args, err, hubtest.Text(res))
+	}
+	class, _ := servers.ClassOf(res)
+	return class
+}
+
+// OPS-3 pause_seat and resume_seat through /operator/mcp: a person with no
+// say over the seat is refused forbidden, a person's seat is not_found;
+// the lead of its unit pauses it; a mention meanwhile waits (the wake is
+// held, no turn starts) until an administrator resumes it, and then the
+// turn runs. The decisions are operator-only: listed on the operator
+// surface, offered to no seat's model.
+func TestPauseAndResumeASeat(t *testing.T) {
+	model := modeltest.Start(t, answerOnItem("Back now."))
+	n := startTurnNode(t, model, decisionsCompany, decisionsEnv)
+	ada, bob := n.client(decisionsEnv["ADA_TOKEN"]), n.client(decisionsEnv["BOB_TOKEN"])
+	carol := n.client(decisionsEnv["CAROL_TOKEN"])
+
+	lt, err := ada.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, tool := range lt.Tools {
+		listed = append(listed, tool.Name)
+	}
+	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn"} {
+		if !slices.Contains(listed, d) {
+			t.Fatalf("the operator surface lists no %s: %v", d, listed)
+		}
+	}
+
+	for _, tc := range []struct {
+		cs    *mcp.ClientSession
+		seat  string
+		class authority.Class
+	}{{carol, "assistant", authority.Forbidden}, {ada, "bob", authority.NotFound}, {ada, "", authority.Invalid}} {
+		if got := refused(t, tc.cs, "pause_seat", map[string]any{"seat": tc.seat}); got != tc.class {
+			t.Fatalf("pause_seat %q: %s, want %s", tc.seat, got, tc.class)
+		}
+	}
+	if out := call(t, bob, "pause_seat", map[string]any{"seat": "@assistant"}); out["paused"] != true || out["seat"] != "assistant" {
+		t.Fatalf("the lead's pause: %v", out)
+	}
+	if got := refused(t, carol, "resume_seat", map[string]any{"seat": "assistant"}); got != authority.Forbidden {
+		t.Fatalf("carol's resume: %s", got)
+	}
+
+	key := call(t, ada, "create_work_item", map[string]any{"title": "While paused"})["key"].(string)
+	mark := n.logs.mark()
+	call(t, ada, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant are you there?"})
+	n.logs.waitSince(t, mark, map[string]any{"msg": "wake_held", "seat": "assistant", "paused_by": "bob"})
+	if started := n.logs.all(map[string]any{"msg": "turn_started", "seat": "assistant"}); len(started) != 0 || model.Count() != 0 {
+		t.Fatalf("a paused seat started %d turns, asked its model %d times", len(started), model.Count())
+	}
+
+	call(t, ada, "resume_seat", map[string]any{"seat": "assistant"})
+	if end := n.turnEnded("assistant", key); end["outcome"] != "delivered" {
+		t.Fatalf("the wake that waited: %v", end)
+	}
+	first := model.Requests()[0]
+	if !strings.Contains(first.UserText(), "are you there?") {
+		t.Fatalf("the turn after resuming was woken by %s", first.UserText())
+	}
+	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn"} {
+		if first.Offers(d) {
+			t.Fatalf("the seat's model was offered %s: %v", d, first.Tools)
+		}
+	}
+}
+
+// OPS-3 steer_turn through /operator/mcp: a seat running no turn is
+// not_running; a seat no node holds has nobody to answer the probe
+// (unavailable); a note to a turn in flight reaches its model at the next
+// round as the sender's words.
+func TestSteerATurnOnTheNode(t *testing.T) {
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
+		switch c.Round() {
+		case 0:
+			asked <- struct{}{}
+			<-release
+			return reply("comment_on_work_item", map[string]any{"key": itemOf(c), "body": "on it"})
+		}
+		return finished
+	})
+	n := startTurnNode(t, model, decisionsCompany, decisionsEnv)
+	ada, carol := n.client(decisionsEnv["ADA_TOKEN"]), n.client(decisionsEnv["CAROL_TOKEN"])
+	note := map[string]any{"seat": "assistant", "note": "Check the deploy log before answering."}
+	if got := refused(t, ada, "steer_turn", note); got != authority.NotRunning {
+		t.Fatalf("steering an idle seat: %s", got)
+	}
+
+	key := call(t, ada, "create_work_item", map[string]any{"title": "Deploy failed"})["key"].(string)
+	call(t, ada, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant why did the deploy fail?"})
+	<-asked
+	if got := refused(t, carol, "steer_turn", note); got != authority.Forbidden {
+		t.Fatalf("carol steering: %s", got)
+	}
+	out := call(t, ada, "steer_turn", note)
+	close(release)
+	end := n.turnEnded("assistant", key)
+	if out["note"] != "queued" || out["turn"] != end["turn"] || end["outcome"] != "delivered" {
+		t.Fatalf("steered %v, ended %v", out, end)
+	}
+	read := model.Requests()[1].UserText()
+	if !strings.Contains(read, "Check the deploy log before answering.") || !strings.Contains(read, "by=@ada (human)") {
+		t.Fatalf("the turn read %s", read)
+	}
+
+	if err := n.rt.Release(t.Context(), "assistant"); err != nil {
+		t.Fatal(err)
+	}
+	if got := refused(t, ada, "steer_turn", note); got != authority.Unavailable {
+		t.Fatalf("steering a seat nobody holds: %s", got)
+	}
+}
