@@ -59,7 +59,7 @@ func TestPauseAndResumeASeat(t *testing.T) {
 	for _, tool := range lt.Tools {
 		listed = append(listed, tool.Name)
 	}
-	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn"} {
+	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn", "answer_knowledge"} {
 		if !slices.Contains(listed, d) {
 			t.Fatalf("the operator surface lists no %s: %v", d, listed)
 		}
@@ -97,7 +97,7 @@ func TestPauseAndResumeASeat(t *testing.T) {
 	if !strings.Contains(first.UserText(), "are you there?") {
 		t.Fatalf("the turn after resuming was woken by %s", first.UserText())
 	}
-	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn"} {
+	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn", "answer_knowledge"} {
 		if first.Offers(d) {
 			t.Fatalf("the seat's model was offered %s: %v", d, first.Tools)
 		}
@@ -148,5 +148,51 @@ func TestSteerATurnOnTheNode(t *testing.T) {
 	}
 	if got := refused(t, ada, "steer_turn", note); got != authority.Unavailable {
 		t.Fatalf("steering a seat nobody holds: %s", got)
+	}
+}
+
+// OPS-3 answer_knowledge: a person's question is searched on the pages
+// and the board as them, and the auxiliary model answers from what was
+// found, the question fenced as theirs; a credential bound to no seat has
+// no seat's model to answer on (forbidden), and an empty question is
+// invalid. Seats are not offered it.
+func TestAnswerKnowledge(t *testing.T) {
+	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
+		if strings.HasPrefix(c.System, "You answer a colleague's question") {
+			return modeltest.Reply{Text: "Deploys run on Tuesdays."}
+		}
+		return finished
+	})
+	doc := strings.Replace(company, "models:\n  default: {provider: fake, model: m-1}\n",
+		"models:\n  default: {provider: fake, model: m-1}\n  auxiliary: {provider: fake, model: m-aux}\n", 1) +
+		"      - {id: ci, token: \"${CI_TOKEN}\", admin: true}\n"
+	env := map[string]string{"ADA_TOKEN": env["ADA_TOKEN"], "BOB_TOKEN": env["BOB_TOKEN"], "MODEL_KEY": env["MODEL_KEY"], "CI_TOKEN": "ci-token-0123456789"}
+	n := startTurnNode(t, model, doc, env)
+	ada, ci := n.client(env["ADA_TOKEN"]), n.client(env["CI_TOKEN"])
+	out := call(t, ada, "answer_knowledge", map[string]any{"question": "When do deploys run?"})
+	if out["answer"] != "Deploys run on Tuesdays." || !strings.Contains(out["model"].(string), "m-aux") {
+		t.Fatalf("answered %v", out)
+	}
+	searched, _ := out["searched"].([]any)
+	if len(searched) != 2 || searched[0] != "pages" || searched[1] != "board" {
+		t.Fatalf("searched %v", out["searched"])
+	}
+	asked := model.Requests()[0]
+	if asked.Model != "m-aux" || len(asked.Tools) != 0 || !strings.Contains(asked.UserText(), "When do deploys run?") ||
+		!strings.Contains(asked.UserText(), "by=@ada (human)") || !strings.Contains(asked.UserText(), "## What a search of the pages found") ||
+		!strings.Contains(asked.UserText(), "## What a search of the board found") {
+		t.Fatalf("the model was asked %s", asked.UserText())
+	}
+	if got := refused(t, ci, "answer_knowledge", map[string]any{"question": "When do deploys run?"}); got != authority.Forbidden {
+		t.Fatalf("an unbound credential: %s", got)
+	}
+	if got := refused(t, ada, "answer_knowledge", map[string]any{"question": " "}); got != authority.Invalid {
+		t.Fatalf("an empty question: %s", got)
+	}
+	if got := refused(t, ada, "answer_knowledge", map[string]any{"question": strings.Repeat("why ", 101)}); got != authority.Invalid {
+		t.Fatalf("a long question: %s", got)
+	}
+	if model.Count() != 1 {
+		t.Fatalf("the model was asked %d times", model.Count())
 	}
 }

@@ -143,6 +143,8 @@ func Run(ctx context.Context, o Options) error {
 	// The decisions about seats act on the runtime, which starts after
 	// the hub that serves them.
 	var running atomic.Pointer[agent.Runtime]
+	// answer_knowledge searches through the hub that serves it.
+	var started atomic.Pointer[hub.Hub]
 	skills := toolSkills(uploads)
 
 	tel, err := openTelemetry(ctx, o, node)
@@ -151,6 +153,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer tel.close(log)
 
+	fp := firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}, running.Load,
+		answerDeps(node, src.env, started.Load))
 	h, err := hub.New(ctx, hub.Options{
 		Company:     company,
 		Env:         src.env,
@@ -158,7 +162,7 @@ func Run(ctx context.Context, o Options) error {
 		Reload:      reload,
 		Redact:      src.storedValues,
 		ConfigFile:  o.ConfigFile,
-		FirstParty:  firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}, running.Load),
+		FirstParty:  fp,
 		Artifacts:   artifactFiles(node, uploads, baseURL),
 		Sanitizer:   clean,
 		Ledger:      ledger,
@@ -171,6 +175,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer h.Close()
+	started.Store(h)
 	tel.reads(h)
 	// Seats are claimed and their turns run before the node listens: a
 	// mention made the moment it answers already has a mailbox to land in.
