@@ -28,6 +28,9 @@ type AnswerDeps struct {
 	// Pages and Board say whether this node holds the knowledge base and
 	// the tracker now.
 	Pages, Board func() bool
+	// Budget is the seats' token budget the call is charged to; nil (or
+	// answering nil) sets no ceiling.
+	Budget func() *Budget
 	// Timeout bounds the model call (DefaultModelTimeout if 0).
 	Timeout time.Duration
 }
@@ -99,14 +102,28 @@ func AnswerTools(d AnswerDeps) []servers.Tool {
 			if err != nil {
 				return answerOut{}, authority.Refuse(authority.Unavailable, "Your seat's auxiliary model cannot be used: %v.", err)
 			}
+			question := servers.Fence(q, []servers.Author{servers.AuthorOf(c)})
+			req := Request{System: answerSystem, Messages: []Message{{From: FromUser,
+				Text: "The question:\n" + question + "\n\n" + strings.Join(found, "\n\n")}}}
+			// Charged to the asker's seat like any auxiliary call, and
+			// refused before anything is sent past a ceiling.
+			settle := func(Usage) {}
+			if d.Budget != nil {
+				if b := d.Budget(); b != nil {
+					var refusal *authority.Refusal
+					if settle, refusal = b.Reserve(c.Seat, estimateRequest(req)); refusal != nil {
+						return answerOut{}, refusal
+					}
+				}
+			}
 			cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 			defer cancel()
-			question := servers.Fence(q, []servers.Author{servers.AuthorOf(c)})
-			rep, err := m.Complete(cctx, Request{System: answerSystem, Messages: []Message{{From: FromUser,
-				Text: "The question:\n" + question + "\n\n" + strings.Join(found, "\n\n")}}})
+			rep, err := m.Complete(cctx, req)
 			if err != nil {
+				settle(Usage{})
 				return answerOut{}, authority.Refuse(authority.Unavailable, "The model %s could not answer: %v", m.Name(), err)
 			}
+			settle(rep.Usage)
 			out.Answer, out.Model = strings.TrimSpace(rep.Text), m.Name()
 			return out, nil
 		}).ForOperators()}

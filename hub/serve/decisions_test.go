@@ -153,19 +153,20 @@ func TestSteerATurnOnTheNode(t *testing.T) {
 
 // OPS-3 answer_knowledge: a person's question is searched on the pages
 // and the board as them, and the auxiliary model answers from what was
-// found, the question fenced as theirs; a credential bound to no seat has
-// no seat's model to answer on (forbidden), and an empty question is
-// invalid. Seats are not offered it.
+// found, the question fenced as theirs, charged to their seat's budget
+// (past its ceiling the next question is refused budget_exhausted before
+// the model is asked); a credential bound to no seat has no seat's model
+// to answer on (forbidden), and an empty or long question is invalid.
 func TestAnswerKnowledge(t *testing.T) {
 	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
 		if strings.HasPrefix(c.System, "You answer a colleague's question") {
-			return modeltest.Reply{Text: "Deploys run on Tuesdays."}
+			return modeltest.Reply{Text: "Deploys run on Tuesdays.", Input: 60000, Output: 10}
 		}
 		return finished
 	})
 	doc := strings.Replace(company, "models:\n  default: {provider: fake, model: m-1}\n",
 		"models:\n  default: {provider: fake, model: m-1}\n  auxiliary: {provider: fake, model: m-aux}\n", 1) +
-		"      - {id: ci, token: \"${CI_TOKEN}\", admin: true}\n"
+		"      - {id: ci, token: \"${CI_TOKEN}\", admin: true}\n" + "budget:\n  seat: {day: 50000}\n"
 	env := map[string]string{"ADA_TOKEN": env["ADA_TOKEN"], "BOB_TOKEN": env["BOB_TOKEN"], "MODEL_KEY": env["MODEL_KEY"], "CI_TOKEN": "ci-token-0123456789"}
 	n := startTurnNode(t, model, doc, env)
 	ada, ci := n.client(env["ADA_TOKEN"]), n.client(env["CI_TOKEN"])
@@ -191,6 +192,11 @@ func TestAnswerKnowledge(t *testing.T) {
 	}
 	if got := refused(t, ada, "answer_knowledge", map[string]any{"question": strings.Repeat("why ", 101)}); got != authority.Invalid {
 		t.Fatalf("a long question: %s", got)
+	}
+	// The answer spent past ada's ceiling: the next is refused before
+	// the model is asked.
+	if got := refused(t, ada, "answer_knowledge", map[string]any{"question": "And releases?"}); got != authority.BudgetExhausted {
+		t.Fatalf("past the ceiling: %s", got)
 	}
 	if model.Count() != 1 {
 		t.Fatalf("the model was asked %d times", model.Count())

@@ -154,7 +154,7 @@ func Run(ctx context.Context, o Options) error {
 	defer tel.close(log)
 
 	fp := firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}, running.Load,
-		answerDeps(node, src.env, started.Load))
+		answerDeps(node, src.env, started.Load, running.Load))
 	h, err := hub.New(ctx, hub.Options{
 		Company:     company,
 		Env:         src.env,
