@@ -104,8 +104,8 @@ func TestPauseAndResumeASeat(t *testing.T) {
 	}
 }
 
-// OPS-3 steer_turn through /operator/mcp: a seat running no turn is
-// not_running; a seat no node holds has nobody to answer the probe
+// OPS-3 steer_turn through /operator/mcp: an empty or long note is
+// invalid; a seat running no turn is not_running; a seat no node holds has nobody to answer the probe
 // (unavailable); a note to a turn in flight reaches its model at the next
 // round as the sender's words.
 func TestSteerATurnOnTheNode(t *testing.T) {
@@ -124,6 +124,11 @@ func TestSteerATurnOnTheNode(t *testing.T) {
 	note := map[string]any{"seat": "assistant", "note": "Check the deploy log before answering."}
 	if got := refused(t, ada, "steer_turn", note); got != authority.NotRunning {
 		t.Fatalf("steering an idle seat: %s", got)
+	}
+	for _, bad := range []string{" ", strings.Repeat("x", 4001)} {
+		if got := refused(t, ada, "steer_turn", map[string]any{"seat": "assistant", "note": bad}); got != authority.Invalid {
+			t.Fatalf("a note of %d bytes: %s", len(bad), got)
+		}
 	}
 
 	key := call(t, ada, "create_work_item", map[string]any{"title": "Deploy failed"})["key"].(string)
