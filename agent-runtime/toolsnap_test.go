@@ -54,3 +54,36 @@ func TestBuiltinsNeedTheirDependencies(t *testing.T) {
 		t.Fatalf("a tool skill for tools the node lacks: %+v", got)
 	}
 }
+
+// OPS-3: the decisions about seats and answer_knowledge, frozen beside the
+// builtins, keep the same rules, and every one is operator-only: listed
+// with the operator audience, so the hub offers it to no seat.
+func TestDecisionToolSurface(t *testing.T) {
+	dir := func() *authority.Directory { return testDirectory() }
+	var listed []*mcp.Tool
+	for _, open := range []func(servers.Trust) *mcp.Server{
+		func(trust servers.Trust) *mcp.Server {
+			return NewDecisionServer(DecisionDeps{Directory: dir, Runtime: func() *Runtime { return nil }}, trust, nil)
+		},
+		func(trust servers.Trust) *mcp.Server { return NewAnswerServer(AnswerDeps{}, trust, nil) },
+	} {
+		c := serverstest.Connect(t, open)
+		lt, err := c.CS.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed = append(listed, lt.Tools...)
+	}
+	if len(listed) != 4 {
+		t.Fatalf("listed %d tools", len(listed))
+	}
+	for _, tool := range listed {
+		if tool.Meta[servers.MetaAudience] != servers.AudienceOperator {
+			t.Errorf("%s is not operator-only: %v", tool.Name, tool.Meta)
+		}
+		for _, v := range toolsnap.Rules(tool) {
+			t.Error(v)
+		}
+	}
+	toolsnap.Check(t, "testdata/decisionsnaps", listed)
+}
