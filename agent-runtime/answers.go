@@ -28,9 +28,9 @@ type AnswerDeps struct {
 	// Pages and Board say whether this node holds the knowledge base and
 	// the tracker now.
 	Pages, Board func() bool
-	// Budget is the seats' token budget the call is charged to; nil (or
-	// answering nil) sets no ceiling.
-	Budget func() *Budget
+	// Runtime is the runtime once it has started (nil before): its budget
+	// is what the call is charged to, and its store keeps the spend.
+	Runtime func() *Runtime
 	// Timeout bounds the model call (DefaultModelTimeout if 0).
 	Timeout time.Duration
 }
@@ -108,12 +108,14 @@ func AnswerTools(d AnswerDeps) []servers.Tool {
 			// Charged to the asker's seat like any auxiliary call, and
 			// refused before anything is sent past a ceiling.
 			settle := func(Usage) {}
-			if d.Budget != nil {
-				if b := d.Budget(); b != nil {
-					var refusal *authority.Refusal
-					if settle, refusal = b.Reserve(c.Seat, estimateRequest(req)); refusal != nil {
-						return answerOut{}, refusal
-					}
+			var rt *Runtime
+			if d.Runtime != nil {
+				rt = d.Runtime()
+			}
+			if rt != nil {
+				var refusal *authority.Refusal
+				if settle, refusal = rt.opts.Budget.Reserve(c.Seat, estimateRequest(req)); refusal != nil {
+					return answerOut{}, refusal
 				}
 			}
 			cctx, cancel := context.WithTimeout(ctx, d.Timeout)
@@ -124,6 +126,11 @@ func AnswerTools(d AnswerDeps) []servers.Tool {
 				return answerOut{}, authority.Refuse(authority.Unavailable, "The model %s could not answer: %v", m.Name(), err)
 			}
 			settle(rep.Usage)
+			if rt != nil && rep.Usage.Total() > 0 {
+				if err := rt.opts.Store.spent(ctx, c, c.Seat, rep.Usage.Total()); err != nil {
+					rt.log.Warn("spend_not_recorded", "seat", c.Seat, "tokens", rep.Usage.Total(), "error", err.Error())
+				}
+			}
 			out.Answer, out.Model = strings.TrimSpace(rep.Text), m.Name()
 			return out, nil
 		}).ForOperators()}

@@ -100,9 +100,6 @@ func (r *Runtime) Resume(ctx context.Context, c authority.Caller, seat string) e
 	return nil
 }
 
-// Budget is the token budget the runtime's model calls are charged to.
-func (r *Runtime) Budget() *Budget { return r.opts.Budget }
-
 // Holds reports whether this node runs the seat's turns now: the probe a
 // decision about a seat's turn asks before it acts.
 func (r *Runtime) Holds(seat string) bool {

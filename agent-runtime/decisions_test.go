@@ -203,3 +203,23 @@ func TestPausedSeatsWakesWait(t *testing.T) {
 		t.Fatalf("the held wake was said %d more times", len(held))
 	}
 }
+
+// What an answer outside any turn spends is on the log beside the turns'
+// spending, so a restarted node's budget windows count it.
+func TestSpendOutsideATurnIsKept(t *testing.T) {
+	store := NewStore(testNode(t))
+	if err := store.spent(t.Context(), adaCaller, "ada", 1234); err != nil {
+		t.Fatal(err)
+	}
+	var got int64
+	if err := store.Spending(time.Now().Add(-time.Hour), func(seat string, _ time.Time, tokens int64) {
+		if seat == "ada" {
+			got += tokens
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got != 1234 {
+		t.Fatalf("counted %d tokens", got)
+	}
+}

@@ -47,6 +47,7 @@ const (
 	kindOnboarded = "agent.onboarded"
 	kindAsk       = "agent.ask"
 	kindPaused    = "agent.seat.paused"
+	kindSpent     = "agent.spent"
 )
 
 // Projectors returns the runtime's projectors; the node registers them
@@ -61,6 +62,7 @@ func Projectors() []state.Projector {
 		servers.Projector(kindOnboarded, applyOnboarded),
 		servers.Projector(kindAsk, applyAsk),
 		servers.Projector(kindPaused, applyPaused),
+		servers.Projector(kindSpent, applySpent),
 	}
 }
 
@@ -132,6 +134,30 @@ type endPayload struct {
 type spend struct {
 	Seat   string `json:"seat"`
 	Tokens int64  `json:"tokens"`
+}
+
+// spentPayload is tokens a model call outside any turn spent (an
+// answer_knowledge), under an id of its own.
+type spentPayload struct {
+	ID string `json:"id"`
+	spend
+}
+
+func applySpent(a *servers.Apply) (any, error) {
+	var p spentPayload
+	if err := a.Payload(&p); err != nil {
+		return nil, err
+	}
+	return nil, setJSON(a.B, fmt.Sprintf("%s%016x/%s", kUse, a.At().UnixMilli(), p.ID), p.spend)
+}
+
+// spent records tokens a call outside any turn spent, for the budget's
+// windows after a restart.
+func (s *Store) spent(ctx context.Context, c authority.Caller, seat string, tokens int64) error {
+	now := time.Now()
+	id := fmt.Sprintf("spent-%s-%d", seat, now.UnixNano())
+	_, err := s.write(ctx, c, id, now, kindSpent, id, spentPayload{ID: id, spend: spend{Seat: seat, Tokens: tokens}})
+	return err
 }
 
 func applyOrigin(a *servers.Apply) (any, error) {

@@ -120,17 +120,12 @@ func artifactFiles(node *state.Node, uploads bool, baseURL func() string) func(h
 
 // answerDeps is what answer_knowledge is given on this node: the asker's
 // auxiliary model from the revision in force, searches through the hub as
-// the asker once the hub has started, and the runtime's budget once the
-// runtime has.
+// the asker once the hub has started, and the runtime (its budget and
+// its store) once the runtime has.
 func answerDeps(node *state.Node, env config.Lookup, started func() *hub.Hub, running func() *agent.Runtime) func(hub.Deps) agent.AnswerDeps {
 	return func(d hub.Deps) agent.AnswerDeps {
 		return agent.AnswerDeps{
-			Budget: func() *agent.Budget {
-				if rt := running(); rt != nil {
-					return rt.Budget()
-				}
-				return nil
-			},
+			Runtime: running,
 			Model: func(seat string) (agent.ModelSpec, bool, error) {
 				spec, ok, err := d.Company().AuxiliaryModel(seat, env)
 				if err != nil || !ok {
