@@ -207,3 +207,20 @@ func TestAnswerKnowledge(t *testing.T) {
 		t.Fatalf("the model was asked %d times", model.Count())
 	}
 }
+
+// answer_knowledge on a company that names no chat model has nothing to
+// answer with: unavailable, saying what to set.
+func TestAnswerKnowledgeWithoutAModel(t *testing.T) {
+	model := modeltest.Start(t, func(modeltest.Conversation) modeltest.Reply { return finished })
+	doc := strings.Replace(company, "models:\n  default: {provider: fake, model: m-1}\n", "", 1)
+	n := startTurnNode(t, model, doc, env)
+	res, err := n.client(env["ADA_TOKEN"]).CallTool(t.Context(), &mcp.CallToolParams{Name: "answer_knowledge",
+		Arguments: map[string]any{"question": "When do deploys run?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if class, _ := servers.ClassOf(res); class != authority.Unavailable || !strings.Contains(hubtest.Text(res), "models.auxiliary or models.default") ||
+		model.Count() != 0 {
+		t.Fatalf("answered %s", hubtest.Text(res))
+	}
+}
