@@ -225,8 +225,12 @@ func DecisionTools(d DecisionDeps) []servers.Tool {
 		return nil, authority.Refuse(authority.Unavailable, "The agent runtime has not started on this node yet; try again in a moment.")
 	}
 	pause := func(paused bool) servers.Handler[seatIn, pauseOut] {
+		verb := "resume"
+		if paused {
+			verb = "pause"
+		}
 		return func(ctx context.Context, c authority.Caller, in seatIn) (pauseOut, error) {
-			s, err := mayDecide(c, d.Directory(), in.Seat, map[bool]string{true: "pause", false: "resume"}[paused])
+			s, err := mayDecide(c, d.Directory(), in.Seat, verb)
 			if err != nil {
 				return pauseOut{}, err
 			}
