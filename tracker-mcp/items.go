@@ -299,7 +299,15 @@ func applyCreate(a *applier) (any, error) {
 		woken = append(woken, it.Question.To)
 	}
 	woken = append(append(woken, nonEmpty(it.Assignee)...), pl.Mentions...)
-	if err := a.wakeOnce(it.Key, woken); err != nil {
+	if err := a.wakeOnce(it, woken, func(seat string) string {
+		switch {
+		case it.Question != nil && seat == it.Question.To:
+			return "asked"
+		case seat == it.Assignee:
+			return "assigned"
+		}
+		return "mentioned"
+	}); err != nil {
 		return nil, err
 	}
 	if err := a.activity("created", p.Key, it.Key, fmt.Sprintf("filed %s (title %d bytes, description %d bytes)", it.Key, len(it.Title), len(it.Description)),

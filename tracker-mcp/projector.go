@@ -25,6 +25,11 @@ const (
 	kindCatalogue = "tracker.catalogue.write"
 	kindFileWrite = "tracker.file.write"
 	kindFileRm    = "tracker.file.remove"
+	kindView      = "tracker.view.write"
+	kindInboxRead = "tracker.inbox.read"
+	kindPin       = "tracker.pin.write"
+	kindQueue     = "tracker.queue.write"
+	kindBoard     = "tracker.item.board"
 )
 
 // Projectors returns the tracker's projectors; the hub registers them when
@@ -42,6 +47,11 @@ func Projectors() []state.Projector {
 		applying(kindFileWrite, applyFileWrite),
 		applying(kindFileRm, applyFileRemove),
 		applying(kindTurnEnded, applyTurnEnded),
+		applying(kindView, applyView),
+		applying(kindInboxRead, applyInboxRead),
+		applying(kindPin, applyPin),
+		applying(kindQueue, applyQueue),
+		applying(kindBoard, applyBoard),
 	}
 }
 
@@ -159,21 +169,26 @@ func (a *applier) activity(action, proj, key, sum string, detail any) error {
 	return state.SetJSON(a.B, kActivity+id, row)
 }
 
-// wake asks for seat to be woken about an item (TRK-4).
-func (a *applier) wake(seat, key string, commentID int) error {
-	return a.Wake(kWake, seat, key, commentID)
+// wake asks for seat to be woken about an item (TRK-4), and leaves the
+// entry in its inbox (OPS-3); why is mentioned, asked or assigned.
+func (a *applier) wake(seat string, it *item, commentID int, why string) error {
+	if err := a.Wake(kWake, seat, it.Key, commentID); err != nil {
+		return err
+	}
+	return a.deliver(seat, it, why, commentID)
 }
 
 // wakeOnce wakes each seat once about an item, in order, leaving out the
-// writer: nobody is woken by their own write.
-func (a *applier) wakeOnce(key string, seats []string) error {
+// writer: nobody is woken by their own write. why says what put the item
+// in front of each (asked, assigned, mentioned), for their inbox.
+func (a *applier) wakeOnce(it *item, seats []string, why func(seat string) string) error {
 	seen := map[string]bool{a.By.Seat: true}
 	for _, s := range seats {
 		if seen[s] {
 			continue
 		}
 		seen[s] = true
-		if err := a.wake(s, key, 0); err != nil {
+		if err := a.wake(s, it, 0, why(s)); err != nil {
 			return err
 		}
 	}
