@@ -1,6 +1,9 @@
 package serve
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -222,5 +225,60 @@ func TestAnswerKnowledgeWithoutAModel(t *testing.T) {
 	if class, _ := servers.ClassOf(res); class != authority.Unavailable || !strings.Contains(hubtest.Text(res), "models.auxiliary or models.default") ||
 		model.Count() != 0 {
 		t.Fatalf("answered %s", hubtest.Text(res))
+	}
+}
+
+// OPS-2: the decisions are in the one operator catalogue, so
+// /operator/act serves them as /operator/mcp does: a pause is a write, so
+// it needs an Idempotency-Key, and sent twice under one key it answers
+// the same.
+func TestDecisionsOverOperatorAct(t *testing.T) {
+	model := modeltest.Start(t, answerOnItem("Back."))
+	n := startTurnNode(t, model, decisionsCompany, decisionsEnv)
+	act := func(token, key string, body string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, n.base+"/operator/act", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, out
+	}
+	pause := `{"tool": "pause_seat", "arguments": {"seat": "assistant"}}`
+	if code, out := act(decisionsEnv["BOB_TOKEN"], "", pause); code != http.StatusBadRequest || out["error"] != "op_id_invalid" {
+		t.Fatalf("a pause with no key: %d %v", code, out)
+	}
+	code, first := act(decisionsEnv["BOB_TOKEN"], "pause-1", pause)
+	_, again := act(decisionsEnv["BOB_TOKEN"], "pause-1", pause)
+	sc, _ := first["structuredContent"].(map[string]any)
+	if code != http.StatusOK || first["isError"] == true || sc["paused"] != true || fmt.Sprint(first) != fmt.Sprint(again) {
+		t.Fatalf("the pause: %d %v, again %v", code, first, again)
+	}
+	if _, out := act(decisionsEnv["CAROL_TOKEN"], "pause-2", pause); out["isError"] != true ||
+		out["structuredContent"].(map[string]any)["class"] != string(authority.Forbidden) {
+		t.Fatalf("carol's pause: %v", out)
+	}
+	key := call(t, n.client(decisionsEnv["ADA_TOKEN"]), "create_work_item", map[string]any{"title": "Paused?"})["key"].(string)
+	mark := n.logs.mark()
+	call(t, n.client(decisionsEnv["ADA_TOKEN"]), "comment_on_work_item", map[string]any{"key": key, "body": "@assistant hello"})
+	n.logs.waitSince(t, mark, map[string]any{"msg": "wake_held", "seat": "assistant"})
+	if _, out := act(decisionsEnv["ADA_TOKEN"], "resume-1", `{"tool": "resume_seat", "arguments": {"seat": "assistant"}}`); out["isError"] == true {
+		t.Fatalf("the resume: %v", out)
+	}
+	if end := n.turnEnded("assistant", key); end["outcome"] != "delivered" {
+		t.Fatalf("after resuming over /operator/act: %v", end)
 	}
 }
