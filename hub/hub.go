@@ -35,6 +35,7 @@ type Hub struct {
 	operator *operator
 	servers  *supervision
 	status   *statusTable
+	seats    *seatGate
 
 	// life ends when Close starts: every call the router is serving ends
 	// with it, so closing a session never waits on a stuck server.
@@ -60,6 +61,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		tokens:  authority.NewTokens(),
 		clean:   opts.Sanitizer,
 		status:  newStatusTable(),
+		seats:   newSeatGate(),
 	}
 	h.life, h.endLife = context.WithCancel(context.Background())
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout,
@@ -71,7 +73,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	h.operator.screen = newScreen(h.operator, h.life.Done())
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
-		ledger: opts.Ledger, observe: opts.Observers.Servers, hops: opts.Observers.Hops,
+		ledger: opts.Ledger, acting: h.seats.acting, observe: opts.Observers.Servers, hops: opts.Observers.Hops,
 	})
 	h.router.seats = h.seatCatalogues
 	if opts.Artifacts != nil {
