@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,9 +16,12 @@ import (
 
 const (
 	// streamName and streamSubject are the node's operation log. One
-	// subject: the log is one total order, and a position is its sequence.
+	// subject for operations: the log is one total order, and a position
+	// is its sequence. A fleet's log also holds seat claims, one subject
+	// per seat under claimPrefix, which fences look at.
 	streamName    = "CREWLET_OPS"
 	streamSubject = "crewlet.ops"
+	claimPrefix   = "crewlet.claims."
 
 	// blobBucket is the object store holding the bytes writes carry.
 	blobBucket = "CREWLET_BLOBS"
@@ -39,12 +44,21 @@ const (
 // JetStreamLog is the default Log: a JetStream stream in a NATS server that
 // runs inside this process and listens on no port. Every append is fsynced
 // before it is acknowledged (SyncAlways); the server's default would leave up
-// to two minutes of acknowledged writes in the page cache.
+// to two minutes of acknowledged writes in the page cache. In a fleet the
+// same stream is replicated across the nodes' servers (see OpenCluster).
 type JetStreamLog struct {
-	ns     *server.Server
+	ns     *server.Server // nil on an operator's NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	// replicas is how many copies the fleet keeps of the log and of every
+	// bucket beside it; 1 on a single node.
+	replicas int
+	// fences serialises a seat's fenced appends on this node: a clustered
+	// stream refuses a second check on one claim key while the first is
+	// still being replicated, which would turn a seat's own parallel
+	// writes into refusals.
+	fences keyedMutex
 
 	mu     sync.Mutex
 	closed bool
@@ -56,31 +70,61 @@ type JetStreamLog struct {
 // OpenJetStream starts the embedded server with its store under dir and
 // makes sure the operation stream exists.
 func OpenJetStream(ctx context.Context, dir string) (*JetStreamLog, error) {
-	ns, err := server.NewServer(&server.Options{
-		ServerName: "crewlet-state",
-		DontListen: true,
-		JetStream:  true,
-		StoreDir:   dir,
-		SyncAlways: true,
-		NoSigs:     true,
-		NoLog:      true,
-		MaxPayload: 8 << 20,
+	return openJetStream(ctx, logConfig{
+		server: &server.Options{
+			ServerName: "crewlet-state",
+			DontListen: true,
+			JetStream:  true,
+			StoreDir:   dir,
+			SyncAlways: true,
+			NoSigs:     true,
+			NoLog:      true,
+			MaxPayload: 8 << 20,
+		},
+		replicas: 1,
+		subjects: []string{streamSubject},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("state: configure embedded NATS: %w", err)
-	}
-	ns.Start()
-	l := &JetStreamLog{ns: ns, done: make(chan struct{})}
-	if !ns.ReadyForConnections(10 * time.Second) {
-		l.shutdown()
-		return nil, errors.New("state: embedded NATS did not become ready")
-	}
-	l.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("crewlet-state"),
-		// In process there is nobody to reconnect to once the server is gone.
-		nats.NoReconnect())
-	if err != nil {
-		l.shutdown()
-		return nil, fmt.Errorf("state: connect to embedded NATS: %w", err)
+}
+
+// logConfig is how a JetStreamLog is reached: an embedded server (alone or
+// routed to peers), or an operator's NATS at urls.
+type logConfig struct {
+	server   *server.Options
+	urls     []string
+	nats     []nats.Option
+	replicas int
+	subjects []string
+	// ready bounds the wait for the embedded server to accept connections.
+	ready time.Duration
+}
+
+func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
+	l := &JetStreamLog{done: make(chan struct{}), replicas: max(c.replicas, 1)}
+	var err error
+	if c.server != nil {
+		if l.ns, err = server.NewServer(c.server); err != nil {
+			return nil, fmt.Errorf("state: configure embedded NATS: %w", err)
+		}
+		l.ns.Start()
+		if c.ready <= 0 {
+			c.ready = 10 * time.Second
+		}
+		if !l.ns.ReadyForConnections(c.ready) {
+			l.shutdown()
+			return nil, errors.New("state: embedded NATS did not become ready")
+		}
+		l.nc, err = nats.Connect("", append([]nats.Option{nats.InProcessServer(l.ns), nats.Name("crewlet-state"),
+			// In process there is nobody to reconnect to once the server is gone.
+			nats.NoReconnect()}, c.nats...)...)
+		if err != nil {
+			l.shutdown()
+			return nil, fmt.Errorf("state: connect to embedded NATS: %w", err)
+		}
+	} else {
+		l.nc, err = nats.Connect(strings.Join(c.urls, ","), c.nats...)
+		if err != nil {
+			return nil, fmt.Errorf("state: connect to NATS: %w", err)
+		}
 	}
 	l.js, err = jetstream.New(l.nc,
 		jetstream.WithPublishAsyncMaxPending(asyncWindow),
@@ -91,20 +135,95 @@ func OpenJetStream(ctx context.Context, dir string) (*JetStreamLog, error) {
 		l.shutdown()
 		return nil, fmt.Errorf("state: JetStream client: %w", err)
 	}
-	l.stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:       streamName,
-		Subjects:   []string{streamSubject},
-		Storage:    jetstream.FileStorage,
-		Retention:  jetstream.LimitsPolicy,
-		Duplicates: dupWindow,
-		MaxMsgSize: 8 << 20,
-		Replicas:   1,
+	err = untilReady(ctx, func(ctx context.Context) error {
+		var err error
+		l.stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:       streamName,
+			Subjects:   c.subjects,
+			Storage:    jetstream.FileStorage,
+			Retention:  jetstream.LimitsPolicy,
+			Duplicates: dupWindow,
+			MaxMsgSize: 8 << 20,
+			Replicas:   l.replicas,
+		})
+		return err
 	})
+	if err == nil && l.replicas > 1 {
+		err = untilReady(ctx, l.streamCurrent)
+	}
 	if err != nil {
 		l.shutdown()
 		return nil, fmt.Errorf("state: create the operation stream: %w", err)
 	}
 	return l, nil
+}
+
+// errNotCurrent says a replicated stream has no leader yet, or a replica
+// still catching up.
+var errNotCurrent = fmt.Errorf("%w: the log's replicas are not all current yet", context.DeadlineExceeded)
+
+// streamCurrent waits for the log to have a leader and every replica
+// current: a follower started before that can be handed a consumer that
+// is not serving yet.
+func (l *JetStreamLog) streamCurrent(ctx context.Context) error {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) < l.replicas-1 {
+		return errNotCurrent
+	}
+	for _, r := range info.Cluster.Replicas {
+		if !r.Current {
+			return errNotCurrent
+		}
+	}
+	return nil
+}
+
+// untilReady runs create until it succeeds or ctx ends. A single node's
+// JetStream answers at once; a fleet's answers only once its nodes have
+// elected a leader, which takes seconds after they meet, so an answer that
+// JetStream is not ready yet is asked again.
+func untilReady(ctx context.Context, create func(context.Context) error) error {
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := create(attempt)
+		cancel()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// transient reports errors a fleet still forming answers: no leader yet,
+// not enough peers for the replicas asked, nobody answering the API.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable
+			10005, // insufficient resources: peers not yet there for the replicas
+			10074, // no suitable peers for placement
+			10076: // JetStream not enabled for account (yet)
+			return true
+		}
+		return apiErr.Code == 503
+	}
+	return false
 }
 
 // Append publishes msgs without waiting between them, then waits for every
@@ -125,12 +244,29 @@ func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, er
 	if dl, ok := ctx.Deadline(); ok {
 		stall = max(time.Until(dl), time.Millisecond)
 	}
+	var seats []string
+	for _, m := range msgs {
+		if m.Fence != nil {
+			seats = append(seats, m.Fence.Seat)
+		}
+	}
+	unlock := l.fences.lock(seats)
+	defer unlock()
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
-		msg := &nats.Msg{Subject: streamSubject, Data: m.Data, Header: nats.Header{}}
+		subject := streamSubject
+		if m.Claim != "" {
+			subject = claimSubject(m.Claim)
+		}
+		msg := &nats.Msg{Subject: subject, Data: m.Data, Header: nats.Header{}}
 		opts := []jetstream.PublishOpt{jetstream.WithStallWait(stall)}
 		if m.ID != "" {
 			opts = append(opts, jetstream.WithMsgID(m.ID))
+		}
+		if m.Fence != nil {
+			// The server stores the message only if the newest entry under
+			// the seat's claim key is still the claim the writer holds.
+			opts = append(opts, jetstream.WithExpectLastSequenceForSubject(m.Fence.Claim, claimSubject(m.Fence.Seat)))
 		}
 		f, err := l.js.PublishMsgAsync(msg, opts...)
 		if err != nil {
@@ -153,6 +289,9 @@ func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, er
 			var apiErr *jetstream.APIError
 			if i == 0 && errors.As(err, &apiErr) {
 				// The server answered, and its answer was no: not stored.
+				if fenceRefused(apiErr) && msgs[0].Fence != nil {
+					return nil, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
+				}
 				return nil, fmt.Errorf("%w: %w", ErrNotAppended, err)
 			}
 			return nil, err
@@ -188,7 +327,15 @@ func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Ent
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages()
+	var opts []jetstream.PullMessagesOpt
+	if l.replicas > 1 {
+		// A fleet's follower can be handed a consumer that is not serving
+		// yet (a leader moving, a replica catching up): short pulls with a
+		// heartbeat each second make the client notice and start it over
+		// in about two seconds rather than ten.
+		opts = append(opts, jetstream.PullExpiry(2*time.Second))
+	}
+	it, err := cons.Messages(opts...)
 	if err != nil {
 		return err
 	}
@@ -216,7 +363,12 @@ func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Ent
 // object is deleted (a plain delete leaves the bytes in the store's files
 // until it compacts them).
 func (l *JetStreamLog) Blobs(ctx context.Context) (Blobs, error) {
-	obs, err := l.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage})
+	var obs jetstream.ObjectStore
+	err := untilReady(ctx, func(ctx context.Context) error {
+		var err error
+		obs, err = l.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage, Replicas: l.replicas})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("state: create the blob store: %w", err)
 	}
@@ -246,6 +398,61 @@ func (l *JetStreamLog) shutdown() {
 	if l.nc != nil {
 		l.nc.Close()
 	}
-	l.ns.Shutdown()
-	l.ns.WaitForShutdown()
+	if l.ns != nil {
+		l.ns.Shutdown()
+		l.ns.WaitForShutdown()
+	}
+}
+
+// fenceRefused reports the server's answer to a fence that no longer holds:
+// the newest entry under the claim key is not the one expected (10071), or
+// another check on that key is still being replicated (10164).
+func fenceRefused(e *jetstream.APIError) bool {
+	return e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// keyedMutex is a lock per key, for a few keys at a time.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyLock
+}
+
+type keyLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes every key's lock, in order so two callers cannot deadlock,
+// and returns what releases them.
+func (k *keyedMutex) lock(keys []string) func() {
+	if len(keys) == 0 {
+		return func() {}
+	}
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	held := make([]*keyLock, 0, len(keys))
+	for _, key := range keys {
+		k.mu.Lock()
+		if k.locks == nil {
+			k.locks = map[string]*keyLock{}
+		}
+		l := k.locks[key]
+		if l == nil {
+			l = &keyLock{}
+			k.locks[key] = l
+		}
+		l.users++
+		k.mu.Unlock()
+		l.Lock()
+		held = append(held, l)
+	}
+	return func() {
+		for i, l := range held {
+			l.Unlock()
+			k.mu.Lock()
+			if l.users--; l.users == 0 {
+				delete(k.locks, keys[i])
+			}
+			k.mu.Unlock()
+		}
+	}
 }

@@ -112,6 +112,12 @@ type Options struct {
 	// BlobGrace is how old a blob nothing refers to must be before the
 	// node erases it as an orphan, and how often it looks.
 	BlobGrace time.Duration
+	// Fence, if set, is asked before every append what the operation must
+	// be fenced on: nil for an operation no seat's lease guards, or the
+	// claim of the seat it is written for. An error refuses the write
+	// before anything is appended (a node that cannot prove the seat's
+	// lease). A fleet sets it (Leases.FenceOp); one node needs none.
+	Fence func(Op) (*Fence, error)
 
 	ephemeral bool
 }
@@ -454,6 +460,14 @@ func (n *Node) Write(ctx context.Context, op Op) (Answer, error) {
 		return Answer{Outcome: Unknown, OpID: op.ID}, &UnknownOutcome{OpID: op.ID, CannotTell: true}
 	}
 
+	var fence *Fence
+	if n.opts.Fence != nil {
+		f, err := n.opts.Fence(op)
+		if err != nil {
+			return Answer{OpID: op.ID}, err
+		}
+		fence = f
+	}
 	if op.At.IsZero() {
 		op.At = time.Now().UTC()
 	}
@@ -462,8 +476,14 @@ func (n *Node) Write(ctx context.Context, op Op) (Answer, error) {
 		n.logger.Error("state: encode an operation", "op_id", op.ID, "err", err)
 		return Answer{}, authority.Internal()
 	}
-	positions, err := n.log.Append(ctx, []Message{{ID: string(op.ID), Data: data}})
+	positions, err := n.log.Append(ctx, []Message{{ID: string(op.ID), Data: data, Fence: fence}})
 	if err != nil {
+		if errors.Is(err, ErrFenced) {
+			n.logger.Warn("state: an append for a seat was fenced off: another node claimed the seat", "op_id", op.ID, "seat", fence.Seat)
+			return Answer{OpID: op.ID}, authority.Refuse(authority.Unavailable,
+				"Nothing was written: seat %s has been claimed by another node since this one took it, and only the seat's holder writes as it (operation %s).", fence.Seat, op.ID).
+				WithData("op_id", string(op.ID))
+		}
 		if errors.Is(err, ErrNotAppended) {
 			n.logger.Warn("state: the log refused an append", "op_id", op.ID, "err", err)
 			return Answer{OpID: op.ID}, authority.Refuse(authority.Unavailable,

@@ -1,0 +1,289 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sourcegraph/conc"
+)
+
+// A fleet in one test process: each node a real NATS server with its own
+// store, routed to the others over loopback, JetStream clustered.
+
+type fleetNode struct {
+	name string
+	dir  string
+	log  *JetStreamLog
+	node *Node
+}
+
+// freePort picks a loopback port nobody listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
+
+// startFleet starts n nodes at once (a fleet forms only once enough of
+// them are up) and opens a state node on each. routes, if set, gives each
+// node's peers and advertised address instead of the direct ones.
+func startFleet(t testing.TB, n int, routes func(i int, listen []int) (peers []string, advertise string)) []*fleetNode {
+	t.Helper()
+	listen := make([]int, n)
+	for i := range listen {
+		listen[i] = freePort(t)
+	}
+	nodes := make([]*fleetNode, n)
+	errs := make([]error, n)
+	var wg conc.WaitGroup
+	for i := range n {
+		nodes[i] = &fleetNode{name: fmt.Sprintf("n%d", i), dir: t.TempDir()}
+		wg.Go(func() {
+			c := Cluster{Node: nodes[i].name, Listen: addr(listen[i]), Ready: time.Minute}
+			if routes != nil {
+				c.Peers, c.Advertise = routes(i, listen)
+			} else {
+				for j := range n {
+					if j != i {
+						c.Peers = append(c.Peers, addr(listen[j]))
+					}
+				}
+			}
+			errs[i] = nodes[i].open(c)
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, fn := range nodes {
+			fn.close()
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
+
+func (f *fleetNode) open(c Cluster) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := OpenCluster(ctx, f.dir+"/log", c)
+	if err != nil {
+		return err
+	}
+	f.log = l
+	f.node, err = Open(ctx, Options{Dir: f.dir, Log: l, Projectors: []Projector{notes{}}})
+	return err
+}
+
+func (f *fleetNode) close() {
+	if f.node != nil {
+		_ = f.node.Close()
+	} else if f.log != nil {
+		_ = f.log.Close()
+	}
+}
+
+// One fleet of three nodes for every test that does not break it (a fleet
+// takes seconds to form: its nodes elect a leader).
+func TestFleet(t *testing.T) {
+	nodes := startFleet(t, 3, nil)
+	t.Run("SharesOneLog", func(t *testing.T) { testSharesOneLog(t, nodes) })
+	t.Run("FinishesAnOperationThroughAnotherNode", func(t *testing.T) { testFinishThroughAnotherNode(t, nodes) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, nodes) })
+}
+
+// FLT-3: a fleet shares one log, replicated on three nodes, and each node
+// projects it into its own store: a write through one node is read from
+// every node's own projection, in the same order.
+func testSharesOneLog(t *testing.T, nodes []*fleetNode) {
+	if r := nodes[0].log.Replicas(); r != 3 {
+		t.Fatalf("replicas %d", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last uint64
+	for i, fn := range nodes {
+		op := noteOp("note", notePayload{Key: fmt.Sprintf("k%d", i), Value: fn.name})
+		op.Caller.Kind = "human"
+		a, err := fn.node.Write(ctx, op)
+		if err != nil || a.Outcome != Applied {
+			t.Fatalf("write through %s: %+v %v", fn.name, a, err)
+		}
+		last = max(last, a.Position)
+	}
+	for _, fn := range nodes {
+		if err := fn.node.WaitFor(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+		for i, src := range nodes {
+			v, writes, found := readNote(t, fn.node, fmt.Sprintf("k%d", i))
+			if !found || v != src.name || writes != 1 {
+				t.Fatalf("%s reads k%d as %q (%d writes, found %v)", fn.name, i, v, writes, found)
+			}
+		}
+	}
+}
+
+// WR-4, OPS-5 across nodes: an operation whose acknowledgement was lost on
+// one node is finished through another, whose ledger reaches back, and
+// lands once; the first node then answers it from its own ledger.
+func testFinishThroughAnotherNode(t *testing.T, nodes []*fleetNode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, b := nodes[0], nodes[1]
+	op := noteOp("note", notePayload{Key: "once", Value: "v"})
+	op.Caller.Kind = "operator"
+	op.ID = NewOpID(op.Tool, op.Args)
+	// Node a's append lands but its acknowledgement is lost: the log is
+	// written directly, as a's own write would have been.
+	data, err := encodeRecord(withAt(op))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.log.Append(ctx, []Message{{ID: string(op.ID), Data: data}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.node.Write(ctx, op)
+	if err != nil || got.Outcome != Applied {
+		t.Fatalf("finishing through b: %+v %v", got, err)
+	}
+	for _, fn := range nodes {
+		if err := fn.node.WaitFor(ctx, got.Position); err != nil {
+			t.Fatal(err)
+		}
+		if _, writes, _ := readNote(t, fn.node, "once"); writes != 1 {
+			t.Fatalf("%s projected the operation %d times", fn.name, writes)
+		}
+		if v, ok := fn.node.Vouches(op.ID); !ok || v.Outcome != Applied || v.Position != got.Position {
+			t.Fatalf("%s vouches %+v %v", fn.name, v, ok)
+		}
+	}
+}
+
+func withAt(op Op) Op {
+	op.At = time.Now().UTC()
+	return op
+}
+
+// routeProxy carries one node's routes to one peer, so a test can cut
+// them and mend them: a partition made of real TCP connections closing.
+type routeProxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]bool
+	wg    conc.WaitGroup
+}
+
+func newRouteProxy(t testing.TB, target string) *routeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &routeProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p.wg.Go(p.accept)
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *routeProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *routeProxy) accept() {
+	for {
+		in, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			in.Close()
+			continue
+		}
+		out, err := net.DialTimeout("tcp", p.target, time.Second)
+		if err != nil {
+			p.mu.Unlock()
+			in.Close()
+			continue
+		}
+		p.conns[in], p.conns[out] = true, true
+		p.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			_, _ = io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+		}
+		p.wg.Go(func() { pipe(out, in) })
+		p.wg.Go(func() { pipe(in, out) })
+	}
+}
+
+// setCut cuts every connection and refuses new ones, or lets them again.
+func (p *routeProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+func (p *routeProxy) close() {
+	p.ln.Close()
+	p.setCut(true)
+	p.wg.Wait()
+}
+
+// proxiedFleet starts n nodes whose every route goes through a proxy of
+// its own ordered pair, so cut(i) isolates node i. Each node advertises
+// an address nobody answers: a route a node learns from gossip fails, so
+// the only routes are the configured, proxied ones.
+func proxiedFleet(t testing.TB, n int) (nodes []*fleetNode, cut func(i int, cut bool)) {
+	t.Helper()
+	proxies := map[[2]int]*routeProxy{}
+	var mu sync.Mutex
+	dead := addr(freePort(t))
+	nodes = startFleet(t, n, func(i int, listen []int) ([]string, string) {
+		var peers []string
+		for j := range listen {
+			if j == i {
+				continue
+			}
+			p := newRouteProxy(t, addr(listen[j]))
+			mu.Lock()
+			proxies[[2]int{i, j}] = p
+			mu.Unlock()
+			peers = append(peers, p.addr())
+		}
+		return peers, dead
+	})
+	return nodes, func(i int, c bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for pair, p := range proxies {
+			if pair[0] == i || pair[1] == i {
+				p.setCut(c)
+			}
+		}
+	}
+}
