@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/conc"
@@ -108,6 +109,8 @@ type held struct {
 	rev        uint64 // the bucket's newest revision of it known to be ours
 	claim      uint64 // the position of its claim in the log
 	validUntil time.Time
+	// lapsed: the proof ran out and no renewal has got through since.
+	lapsed bool
 }
 
 // Leases are one node's seat leases. It owns three goroutines, ended by
@@ -131,6 +134,10 @@ type Leases struct {
 	stop      context.CancelFunc
 	wg        conc.WaitGroup
 	closeOnce sync.Once
+
+	// paused skips renewals while set: how a test makes a node that
+	// cannot renew for a while.
+	paused atomic.Bool
 }
 
 // ErrSeatHeld marks a claim of a seat another node holds.
@@ -159,8 +166,8 @@ func OpenLeases(ctx context.Context, l *JetStreamLog, opts LeaseOptions) (*Lease
 // Options are the options in force, defaults filled in.
 func (l *Leases) Options() LeaseOptions { return l.opts }
 
-// Changed delivers (coalesced) when a lease this node holds was lost, or
-// any node's lease came or went.
+// Changed delivers (coalesced) when a lease this node holds stopped or
+// started being proved or was lost, or any node's lease came or went.
 func (l *Leases) Changed() <-chan struct{} { return l.changed }
 
 func (l *Leases) notify() {
@@ -274,6 +281,16 @@ func (l *Leases) Holds(seat string) bool {
 	defer l.mu.Unlock()
 	h := l.held[seat]
 	return h != nil && time.Now().Before(h.validUntil)
+}
+
+// Has reports whether seat's lease may still be this node's: held and
+// proved, or held with a proof that ran out and a renewal that may still
+// get through. A seat this node Has but does not Hold is one it must not
+// act for, and that no other node can have taken yet.
+func (l *Leases) Has(seat string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[seat] != nil
 }
 
 // Fence is what an append made as seat must carry, while this node proves
@@ -392,33 +409,42 @@ func (l *Leases) nextDeadline() time.Duration {
 	next := time.Hour
 	now := time.Now()
 	for _, h := range l.held {
-		next = min(next, h.validUntil.Sub(now))
+		if !h.lapsed {
+			next = min(next, h.validUntil.Sub(now))
+		}
 	}
 	return max(next, time.Millisecond)
 }
 
-// expire drops every lease whose proof has run out.
+// expire says which leases' proofs have just run out. The lease stays
+// this node's in the bucket until it lapses there or another node takes
+// it, so it is still renewed: a renewal over the same revision proves it
+// again (nobody can have taken it in between), and one that finds the key
+// moved loses it for good.
 func (l *Leases) expire() {
 	l.mu.Lock()
 	now := time.Now()
-	var lost []string
+	var lapsed []string
 	for seat, h := range l.held {
-		if !now.Before(h.validUntil) {
-			delete(l.held, seat)
-			lost = append(lost, seat)
+		if !h.lapsed && !now.Before(h.validUntil) {
+			h.lapsed = true
+			lapsed = append(lapsed, seat)
 		}
 	}
 	l.mu.Unlock()
-	for _, seat := range lost {
-		l.opts.Logger.Warn("seat_lease_lost", "seat", seat, "reason", "this node could not renew the lease before its proof ran out")
+	for _, seat := range lapsed {
+		l.opts.Logger.Warn("seat_lease_unproven", "seat", seat, "reason", "this node could not renew the lease before its proof ran out; it stops acting for the seat until a renewal gets through")
 	}
-	if len(lost) > 0 {
+	if len(lapsed) > 0 {
 		l.notify()
 	}
 }
 
 // renewAll renews every held lease side by side, within one heartbeat.
 func (l *Leases) renewAll(ctx context.Context) {
+	if l.paused.Load() {
+		return
+	}
 	l.mu.Lock()
 	seats := make([]string, 0, len(l.held))
 	for seat := range l.held {
@@ -456,13 +482,21 @@ func (l *Leases) renew(ctx context.Context, seat string) {
 		next, err := l.bucket.Renew(ctx, leaseKey(seat), value, l.opts.TTL, rev)
 		if err == nil {
 			l.mu.Lock()
+			proved := false
 			if cur := l.held[seat]; cur != nil && cur.id == id {
 				cur.rev = next
 				if until := sent.Add(l.opts.TTL - l.opts.Margin); until.After(cur.validUntil) {
 					cur.validUntil = until
 				}
+				if cur.lapsed && time.Now().Before(cur.validUntil) {
+					cur.lapsed, proved = false, true
+				}
 			}
 			l.mu.Unlock()
+			if proved {
+				l.opts.Logger.Info("seat_lease_proved", "seat", seat, "reason", "a renewal got through over the same revision: nobody took the seat meanwhile")
+				l.notify()
+			}
 			return
 		}
 		if !errors.Is(err, ErrKeyMoved) {

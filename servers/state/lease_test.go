@@ -105,10 +105,27 @@ func testLeases(t *testing.T, nodes []*fleetNode) {
 	}
 	stale, _ := la.Fence("scout")
 
+	// a cannot renew for a while: it stops proving the lease, and proves it
+	// again with the first renewal that gets through before the lease
+	// lapses, since nobody can have taken it in between.
+	la.paused.Store(true)
+	waitFor(t, la, ttl, "a stops proving the lease", func() bool { return !la.Holds("scout") })
+	la.paused.Store(false)
+	if !la.Has("scout") {
+		t.Fatal("a let the lease go while it may still be its own")
+	}
+	waitFor(t, la, ttl-time.Second, "a proves the lease again", func() bool { return la.Holds("scout") })
+	if f, _ := la.Fence("scout"); f != stale {
+		t.Fatalf("the claim moved: %+v, was %+v", f, stale)
+	}
+
 	// a dies: its proof runs out before the bucket lets the lease go, and
 	// only then does the seat move.
 	la.halt()
 	lost := waitFor(t, la, ttl, "a stops proving the lease", func() bool { return !la.Holds("scout") })
+	if !la.Has("scout") {
+		t.Fatal("a dropped the lease without hearing it moved")
+	}
 	gone := waitFor(t, lb, 2*ttl, "the lease lapses", func() bool { _, held := lb.Holders()["scout"]; return !held })
 	if !lost.Before(gone) {
 		t.Fatalf("a proved the lease until %v, after it lapsed at %v", lost, gone)
@@ -286,6 +303,7 @@ func TestFleetPartition(t *testing.T) {
 	if lc.Holds("scout") || len(lc.Held()) != 0 {
 		t.Fatalf("the healed node still holds %v", lc.Held())
 	}
+	waitFor(t, lc, 10*time.Second, "the healed node's renewal finds the lease gone", func() bool { return !lc.Has("scout") })
 	// Asked until the stream answers (its leader may still be settling
 	// after the heal): the answer must be no.
 	data, _ := encodeRecord(withAt(agentOp("scout", "stale")))
