@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
@@ -34,6 +35,9 @@ type Hub struct {
 	operator *operator
 	servers  *supervision
 	status   *statusTable
+	seats    *seatGate
+	// fleet is this node's part in its fleet; nil alone.
+	fleet *fleetRun
 
 	applyMu sync.Mutex
 	// given is every value any revision has handed out, under applyMu.
@@ -53,7 +57,12 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		company: NewCatalogue(),
 		tokens:  authority.NewTokens(),
 		clean:   opts.Sanitizer,
-		status:  newStatusTable(),
+		seats:   newSeatGate(opts.Leases, opts.Fleet != nil),
+	}
+	h.status = newStatusTable(h.nodeName())
+	var heartbeat time.Duration
+	if opts.Fleet != nil {
+		heartbeat = opts.Fleet.Heartbeat
 	}
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log}
 	h.operator = newOperator(operatorDeps{
@@ -61,7 +70,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	})
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
-		ledger: opts.Ledger,
+		ledger: opts.Ledger, acting: h.seats.acting, heartbeat: heartbeat,
 	})
 	h.router.seats = h.seatCatalogues
 	if err := h.mountFirstParty(ctx); err != nil {
@@ -79,6 +88,12 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	wait, cancel := context.WithTimeout(ctx, opts.StartupWait)
 	h.servers.awaitStarted(wait)
 	cancel()
+	if opts.Fleet != nil {
+		if err := h.startFleet(); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("hub: join the fleet's heartbeats: %w", err)
+		}
+	}
 	return h, nil
 }
 
@@ -236,9 +251,10 @@ func (h *Hub) seatCatalogues() []*Catalogue {
 	return out
 }
 
-// serverRows reports every server the revision in force declares.
+// serverRows reports every server the revision in force declares: this
+// node's cell, and in a fleet every other node's from its heartbeat.
 func (h *Hub) serverRows() []serverRow {
-	return h.status.rows(h.Company(), h.launchOf)
+	return h.fleetRows(h.status.rows(h.Company(), h.launchOf))
 }
 
 // Close stops every in-process server and open operator session. It is safe
@@ -246,6 +262,9 @@ func (h *Hub) serverRows() []serverRow {
 func (h *Hub) Close() error {
 	var errs []error
 	h.closeOnce.Do(func() {
+		// The fleet loop first: nothing may claim a seat, or start its
+		// children, behind the close.
+		h.stopFleet()
 		if h.operator != nil {
 			h.operator.close()
 		}

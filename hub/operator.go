@@ -29,6 +29,7 @@ type control interface {
 	check(*config.Company) error
 	serverRows() []serverRow
 	seatCatalogues() []*Catalogue
+	fleetView() fleetView
 }
 
 // operatorDeps is everything the operator surface is given.
@@ -88,6 +89,7 @@ func (h *Hub) Handler() http.Handler {
 	// administrators, as the configuration itself is.
 	mux.Handle("GET /mcp-servers", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServers)))))
 	mux.Handle("GET /mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServer)))))
+	mux.Handle("GET /fleet", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveFleet)))))
 	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

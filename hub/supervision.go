@@ -42,6 +42,12 @@ type supervisionDeps struct {
 	events  events
 	status  *statusTable
 	ledger  *upstream.Ledger
+	// acting reports whether this node acts for a seat now: only then
+	// does it run the seat's children (FLT-1).
+	acting func(seat string) bool
+	// heartbeat is how long a restart held back for a lease waits before
+	// asking again (MCP-10); the instance's default if zero.
+	heartbeat time.Duration
 }
 
 // supervision keeps the company's third-party servers: one supervised
@@ -96,7 +102,19 @@ func (s *upstreamServer) key() string { return instanceKey(s.decl.Name, s.seat) 
 // down, MCP-9); an added, re-pointed or re-credentialed one starts or
 // restarts; a removed one stops; one whose credential stopped resolving is
 // retired (CFG-8). A server that will not start costs only its own tools.
-func (u *supervision) reconcile(c *config.Company) {
+// A seat's children run only while this node acts for the seat (FLT-1).
+func (u *supervision) reconcile(c *config.Company) { u.reconcileScope(c, nil) }
+
+// reconcileSeat reconciles one seat's children only, when this node
+// claims the seat, lets it go, or stops or starts proving its lease; the
+// shared servers and every other seat's children are left as they are.
+func (u *supervision) reconcileSeat(c *config.Company, seat string) {
+	u.reconcileScope(c, func(s string) bool { return s == seat })
+}
+
+// reconcileScope reconciles the instances whose seat in scope accepts (all
+// if scope is nil; a shared server's seat is "").
+func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) bool) {
 	type plan struct {
 		decl     config.MCPServer
 		seat     string
@@ -107,6 +125,13 @@ func (u *supervision) reconcile(c *config.Company) {
 	u.mu.Lock()
 	want := map[string]bool{}
 	for _, w := range c.Instances() {
+		if scope != nil && !scope(w.Seat) {
+			continue
+		}
+		if w.Seat != "" && !u.acting(w.Seat) {
+			// Not this node's seat now: no child, no status of its own.
+			continue
+		}
 		key := instanceKey(w.Server.Name, w.Seat)
 		want[key] = true
 		resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(u.env), nil)
@@ -145,6 +170,9 @@ func (u *supervision) reconcile(c *config.Company) {
 		starts = append(starts, plan{w.Server, w.Seat, resolved})
 	}
 	for key, cur := range u.byName {
+		if scope != nil && !scope(cur.seat) {
+			continue
+		}
 		if !want[key] {
 			stops = append(stops, cur)
 			delete(u.byName, key)
@@ -222,6 +250,7 @@ func (u *supervision) start(decl config.MCPServer, seat string, resolved upstrea
 		Version:      Version,
 		Seat:         seat,
 		Lease:        lease,
+		Heartbeat:    u.heartbeat,
 		Spec:         resolved,
 		Dir:          dir,
 		StartTimeout: time.Duration(decl.StartupTimeoutSeconds) * time.Second,

@@ -19,16 +19,30 @@ import (
 // openState opens the node's durable log and projection for the native
 // tracker and knowledge base, only when the company runs one of them: a
 // company on vendor backends gets none of their tools (CAT-4). The one log
-// holds both; the returned func closes it.
-func openState(ctx context.Context, dataDir string, c *config.Company, log *slog.Logger) (*state.Node, func(), error) {
+// holds both; the returned func closes it. In a fleet the log is the
+// fleet's shared one (the node projects it into its own store, FLT-3), its
+// blobs are the fleet's, and a seat's own writes are fenced on the seat's
+// lease.
+func openState(ctx context.Context, dataDir string, c *config.Company, log *slog.Logger, fleet *fleetConn) (*state.Node, func(), error) {
 	if c.TrackerBackend() != "native" && c.KnowledgeBackend() != "native" {
 		return nil, func() {}, nil
 	}
-	node, err := state.Open(ctx, state.Options{
+	opts := state.Options{
 		Dir:        filepath.Join(dataDir, "state"),
 		Logger:     log.With("component", "state"),
 		Projectors: append(tracker.Projectors(), knowledge.Projectors()...),
-	})
+	}
+	if fleet != nil {
+		blobs, err := fleet.js.Blobs(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the fleet's blob store: %w", err)
+		}
+		opts.Log, opts.Blobs, opts.Fence = fleet.js, blobs, fleet.leases.FenceOp
+		// The node takes the log over, and closes it, from here on, even
+		// when it fails to open.
+		fleet.logOwned = true
+	}
+	node, err := state.Open(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the node's state: %w", err)
 	}

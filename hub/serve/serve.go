@@ -46,6 +46,9 @@ type Options struct {
 	Reload <-chan os.Signal
 	// LookupEnv reads the process environment; os.LookupEnv if nil.
 	LookupEnv config.Lookup
+	// Fleet, if set, makes this node one of a fleet; nil runs the
+	// embedded single node.
+	Fleet *FleetOptions
 }
 
 func (o *Options) ensureDefaults() {
@@ -93,13 +96,23 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	node, closeNode, err := openState(ctx, o.DataDir, company, log)
+	var fleet *fleetConn
+	if o.Fleet != nil {
+		if fleet, err = joinFleet(ctx, o.DataDir, o.Fleet, log); err != nil {
+			return err
+		}
+	}
+	node, closeNode, err := openState(ctx, o.DataDir, company, log, fleet)
 	if err != nil {
+		fleet.close()
 		return err
 	}
+	// Closed in this order: the hub (every child stopped), the fleet (every
+	// seat let go, once nothing acts for it here), the state.
 	defer closeNode()
+	defer fleet.close()
 
-	h, err := hub.New(ctx, hub.Options{
+	hopts := hub.Options{
 		Company:    company,
 		Env:        src.env,
 		Logger:     log,
@@ -109,7 +122,11 @@ func Run(ctx context.Context, o Options) error {
 		FirstParty: firstParty(node),
 		Sanitizer:  clean,
 		Ledger:     ledger,
-	})
+	}
+	if fleet != nil {
+		hopts.Fleet = fleet.hubFleet()
+	}
+	h, err := hub.New(ctx, hopts)
 	if err != nil {
 		return err
 	}
@@ -131,7 +148,11 @@ func Run(ctx context.Context, o Options) error {
 	wg.Go(func() { served <- srv.Serve(ln) })
 
 	log.Info("hub_listening", "addr", addr, "mcp_url", "http://"+addr+"/operator/mcp", "data_dir", o.DataDir)
-	banner(o.Stdout, addr, src.tokenNote())
+	fleetNote := ""
+	if fleet != nil {
+		fleetNote = fmt.Sprintf("%s (%d copies of the log)", o.Fleet.Cluster.Node, fleet.js.Replicas())
+	}
+	banner(o.Stdout, addr, src.tokenNote(), fleetNote)
 
 	for {
 		select {
@@ -158,10 +179,13 @@ func Run(ctx context.Context, o Options) error {
 
 // banner says where the hub is and where its token is, never the token.
 // The endpoint line is printed last: scripts wait for it.
-func banner(w io.Writer, addr, tokenNote string) {
+func banner(w io.Writer, addr, tokenNote, fleetNote string) {
 	fmt.Fprintf(w, "Crewlet hub %s listening on %s\n", hub.Version, addr)
 	if tokenNote != "" {
 		fmt.Fprintf(w, "  operator token: %s (send it as Authorization: Bearer <token>)\n", tokenNote)
+	}
+	if fleetNote != "" {
+		fmt.Fprintf(w, "  fleet node: %s\n", fleetNote)
 	}
 	fmt.Fprintf(w, "  MCP endpoint: http://%s/operator/mcp\n", addr)
 }

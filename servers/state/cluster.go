@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -236,6 +237,22 @@ func subjectToken(s string) string {
 
 // claimSubject is where a seat's claims are kept in the log.
 func claimSubject(seat string) string { return claimPrefix + subjectToken(seat) }
+
+// ensureClaims makes the log keep seats' claims, for leases opened on a log
+// that was not opened as a fleet's (one node's, in tests).
+func (l *JetStreamLog) ensureClaims(ctx context.Context) error {
+	info, err := l.stream.Info(ctx)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(info.Config.Subjects, claimPrefix+"*") {
+		return nil
+	}
+	cfg := info.Config
+	cfg.Subjects = append(slices.Clone(cfg.Subjects), claimPrefix+"*")
+	_, err = l.js.UpdateStream(ctx, cfg)
+	return err
+}
 
 // lastClaim is the position of seat's newest claim in the log; 0 if none.
 func (l *JetStreamLog) lastClaim(ctx context.Context, seat string) (uint64, error) {

@@ -150,6 +150,9 @@ func OpenLeases(ctx context.Context, l *JetStreamLog, opts LeaseOptions) (*Lease
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if err := l.ensureClaims(ctx); err != nil {
+		return nil, fmt.Errorf("state: make the log keep seats' claims: %w", err)
+	}
 	b, err := l.CoordBucket(ctx, leaseBucket)
 	if err != nil {
 		return nil, err
