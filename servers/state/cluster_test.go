@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sourcegraph/conc"
+
+	"github.com/crewlet/hub/servers/state/statetest/partition"
 )
 
 // A fleet in one test process: each node a real NATS server with its own
@@ -40,11 +40,14 @@ func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 // startFleet starts n nodes at once (a fleet forms only once enough of
 // them are up) and opens a state node on each. routes, if set, gives each
 // node's peers and advertised address instead of the direct ones.
-func startFleet(t testing.TB, n int, routes func(i int, listen []int) (peers []string, advertise string)) []*fleetNode {
+func startFleet(t testing.TB, n int, routes func(i int, listen []int) (peers []string, advertise string), before ...func(listen []int)) []*fleetNode {
 	t.Helper()
 	listen := make([]int, n)
 	for i := range listen {
 		listen[i] = freePort(t)
+	}
+	for _, b := range before {
+		b(listen)
 	}
 	nodes := make([]*fleetNode, n)
 	errs := make([]error, n)
@@ -179,111 +182,23 @@ func withAt(op Op) Op {
 	return op
 }
 
-// routeProxy carries one node's routes to one peer, so a test can cut
-// them and mend them: a partition made of real TCP connections closing.
-type routeProxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]bool
-	wg    conc.WaitGroup
-}
-
-func newRouteProxy(t testing.TB, target string) *routeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &routeProxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	p.wg.Go(p.accept)
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *routeProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *routeProxy) accept() {
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			in.Close()
-			continue
-		}
-		out, err := net.DialTimeout("tcp", p.target, time.Second)
-		if err != nil {
-			p.mu.Unlock()
-			in.Close()
-			continue
-		}
-		p.conns[in], p.conns[out] = true, true
-		p.mu.Unlock()
-		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
-			dst.Close()
-			src.Close()
-		}
-		p.wg.Go(func() { pipe(out, in) })
-		p.wg.Go(func() { pipe(in, out) })
-	}
-}
-
-// setCut cuts every connection and refuses new ones, or lets them again.
-func (p *routeProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for c := range p.conns {
-			c.Close()
-		}
-		clear(p.conns)
-	}
-}
-
-func (p *routeProxy) close() {
-	p.ln.Close()
-	p.setCut(true)
-	p.wg.Wait()
-}
-
 // proxiedFleet starts n nodes whose every route goes through a proxy of
-// its own ordered pair, so cut(i) isolates node i. Each node advertises
-// an address nobody answers: a route a node learns from gossip fails, so
-// the only routes are the configured, proxied ones.
+// its own ordered pair, so cut(i) isolates node i.
 func proxiedFleet(t testing.TB, n int) (nodes []*fleetNode, cut func(i int, cut bool)) {
 	t.Helper()
-	proxies := map[[2]int]*routeProxy{}
-	var mu sync.Mutex
-	dead := addr(freePort(t))
+	var mesh *partition.Mesh
 	nodes = startFleet(t, n, func(i int, listen []int) ([]string, string) {
-		var peers []string
-		for j := range listen {
-			if j == i {
-				continue
-			}
-			p := newRouteProxy(t, addr(listen[j]))
-			mu.Lock()
-			proxies[[2]int{i, j}] = p
-			mu.Unlock()
-			peers = append(peers, p.addr())
+		return mesh.Peers(i), mesh.Dead()
+	}, func(listen []int) {
+		targets := make([]string, len(listen))
+		for i, p := range listen {
+			targets[i] = addr(p)
 		}
-		return peers, dead
+		var err error
+		if mesh, err = partition.NewMesh(targets); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(mesh.Close)
 	})
-	return nodes, func(i int, c bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		for pair, p := range proxies {
-			if pair[0] == i || pair[1] == i {
-				p.setCut(c)
-			}
-		}
-	}
+	return nodes, mesh.Isolate
 }
