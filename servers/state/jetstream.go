@@ -39,6 +39,10 @@ const (
 	// duplicate entry in the log for the common quick retry, and the server
 	// keeps every id of the window in memory, so it stays short.
 	dupWindow = 2 * time.Minute
+
+	// fleetAckWait bounds how long a fleet's append waits for its
+	// acknowledgement: longer than a leader election (up to 9 s).
+	fleetAckWait = 15 * time.Second
 )
 
 // JetStreamLog is the default Log: a JetStream stream in a NATS server that
@@ -126,11 +130,17 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 			return nil, fmt.Errorf("state: connect to NATS: %w", err)
 		}
 	}
+	// An acknowledgement that never comes must still end the wait of
+	// whoever no longer has a deadline of their own. In a fleet it does not
+	// come when this node is cut off from the majority, and a write that
+	// waits longer than a leader election is better answered unknown.
+	ackWait := time.Minute
+	if l.replicas > 1 {
+		ackWait = fleetAckWait
+	}
 	l.js, err = jetstream.New(l.nc,
 		jetstream.WithPublishAsyncMaxPending(asyncWindow),
-		// An acknowledgement that never comes must still end the wait of
-		// whoever no longer has a deadline of their own.
-		jetstream.WithPublishAsyncTimeout(time.Minute))
+		jetstream.WithPublishAsyncTimeout(ackWait))
 	if err != nil {
 		l.shutdown()
 		return nil, fmt.Errorf("state: JetStream client: %w", err)
@@ -314,25 +324,47 @@ func (l *JetStreamLog) Last(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// Follow reads the stream through an ordered consumer: the client checks
-// that deliveries are gapless and recreates the consumer from the last one
-// it handed out when they are not, so deliver sees every entry in order.
+// Follow reads the stream through a consumer of its own, checking that
+// deliveries are gapless: every delivery carries the consumer's own
+// sequence, and one that skips (a pull answer lost on the way) ends Follow
+// with an error, so the caller starts again after the last entry it took.
+// A gap in stream positions is passed on as it is: the log no longer holds
+// what was there.
+//
+// It is not the client's ordered consumer, whose own restarts wait for a
+// consumer to be made again with no way to be cancelled: a follower whose
+// fleet has lost its quorum would keep its node from ever closing.
 func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Entry) error) error {
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.ConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckNonePolicy,
+		MemoryStorage: true,
+		Replicas:      1,
+		// The server forgets a follower that stopped (its node closed or
+		// restarted) on its own.
+		InactiveThreshold: time.Minute,
+	}
 	if from > 1 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = from
 	}
-	cons, err := l.stream.OrderedConsumer(ctx, cfg)
+	cons, err := l.stream.CreateConsumer(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	var opts []jetstream.PullMessagesOpt
+	defer func() {
+		if ctx.Err() != nil {
+			return // closing: the inactive threshold removes it
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = l.stream.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
+	opts := []jetstream.PullMessagesOpt{jetstream.WithMessagesErrOnMissingHeartbeat(true)}
 	if l.replicas > 1 {
 		// A fleet's follower can be handed a consumer that is not serving
 		// yet (a leader moving, a replica catching up): short pulls with a
-		// heartbeat each second make the client notice and start it over
-		// in about two seconds rather than ten.
+		// heartbeat each second notice it in about two seconds.
 		opts = append(opts, jetstream.PullExpiry(2*time.Second))
 	}
 	it, err := cons.Messages(opts...)
@@ -340,6 +372,7 @@ func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Ent
 		return err
 	}
 	defer it.Stop()
+	var delivered uint64
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -352,6 +385,10 @@ func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Ent
 		if err != nil {
 			return err
 		}
+		if md.Sequence.Consumer != delivered+1 {
+			return fmt.Errorf("state: a delivery was lost (consumer sequence %d after %d)", md.Sequence.Consumer, delivered)
+		}
+		delivered = md.Sequence.Consumer
 		if err := deliver(Entry{Position: md.Sequence.Stream, Data: m.Data()}); err != nil {
 			return err
 		}
