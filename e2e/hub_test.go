@@ -165,9 +165,16 @@ func (h *hubProc) stop(t testing.TB) {
 			t.Errorf("hub exited uncleanly after SIGTERM: %v\nstderr:\n%s", err, h.logs())
 		}
 	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		t.Errorf("hub did not stop within 15s of SIGTERM")
+		// SIGQUIT first: a Go program prints where every goroutine is,
+		// which says what it was stuck on.
+		_ = syscall.Kill(h.cmd.Process.Pid, syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		t.Errorf("hub did not stop within 15s of SIGTERM; the end of its stderr:\n%s", tailString(h.logs(), 16<<10))
 	}
 	h.stderr.Close()
 }
@@ -177,6 +184,13 @@ func (h *hubProc) signal(t testing.TB, sig syscall.Signal) {
 	if err := h.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }
 
 func ctxT(t testing.TB) context.Context {
