@@ -289,3 +289,39 @@ func TestFleetClaimAndReleaseSeat(t *testing.T) {
 		t.Fatalf("row %+v", rows[0])
 	}
 }
+
+// Alone, a node acts for every agent seat from the start, as it always
+// has; the same seat API lets one go (its child stops, its tools go) and
+// takes it back.
+func TestAloneNodeActsForEverySeat(t *testing.T) {
+	h, err := New(context.Background(), Options{Company: fleetCompany(t), StartupWait: 10 * time.Second,
+		Env: func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{name: "this node", hub: h}
+	defer h.Close()
+	eventually(t, 10*time.Second, "every agent seat's child", func() (bool, string) {
+		c := n.children()
+		return len(c) == 3, fmt.Sprint(c)
+	})
+	if got := strings.Join(h.HeldSeats(), ","); got != "alice,bob,carol" {
+		t.Fatalf("held %s", got)
+	}
+	ctx := context.Background()
+	if err := h.ReleaseSeat(ctx, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	if n.children()["carol"] {
+		t.Fatal("carol's child outlived her release")
+	}
+	if _, ok := h.SeatRegistry("carol").Resolve("echo"); ok {
+		t.Fatal("carol's tools are still filed")
+	}
+	if err := h.ClaimSeat(ctx, "carol"); err != nil || !n.children()["carol"] {
+		t.Fatalf("claimed back: %v, children %v", err, n.children())
+	}
+	if v := h.fleetView(); v.Node != "this node" || len(v.Holders) != 3 {
+		t.Fatalf("GET /fleet alone: %+v", v)
+	}
+}
