@@ -37,7 +37,7 @@ func openState(ctx context.Context, dataDir string, c *config.Company, log *slog
 		if err != nil {
 			return nil, nil, fmt.Errorf("opening the fleet's blob store: %w", err)
 		}
-		opts.Log, opts.Blobs, opts.Fence = fleet.js, blobs, fleet.leases.FenceOp
+		opts.Log, opts.Blobs, opts.Fence, opts.Shared = fleet.js, blobs, fleet.leases.FenceOp, true
 		// The node takes the log over, and closes it, from here on, even
 		// when it fails to open.
 		fleet.logOwned = true

@@ -118,6 +118,9 @@ type Options struct {
 	// before anything is appended (a node that cannot prove the seat's
 	// lease). A fleet sets it (Leases.FenceOp); one node needs none.
 	Fence func(Op) (*Fence, error)
+	// Shared says the log is a fleet's, shared with other nodes: another
+	// node's ledger may vouch for an operation this one cannot (WR-4).
+	Shared bool
 
 	ephemeral bool
 }
@@ -302,6 +305,9 @@ func (n *Node) enter() bool {
 func closedRefusal() error {
 	return authority.Refuse(authority.Unavailable, "This node is shutting down and took nothing from this call; nothing was written. Make the call again once the node is back.")
 }
+
+// Shared reports whether other nodes share this node's log (a fleet).
+func (n *Node) Shared() bool { return n.opts.Shared }
 
 // Position is the last log position this node's projection has applied.
 func (n *Node) Position() uint64 { return n.pos.Load() }
