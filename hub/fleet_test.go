@@ -232,7 +232,7 @@ func TestFleetStopsChildrenWhileTheProofLapses(t *testing.T) {
 		t.Fatal("ClaimSeat returned before the seat's child started")
 	}
 	a.lapse.Store(true)
-	eventually(t, 2*time.Second, "the child stops", func() (bool, string) { return !a.children()["alice"], fmt.Sprint(a.children()) })
+	eventually(t, 5*time.Second, "the child stops", func() (bool, string) { return !a.children()["alice"], fmt.Sprint(a.children()) })
 	if got := a.hub.HeldSeats(); len(got) != 0 {
 		t.Fatalf("held while unproven: %v", got)
 	}
@@ -240,7 +240,7 @@ func TestFleetStopsChildrenWhileTheProofLapses(t *testing.T) {
 		t.Fatalf("a peer's claim while the lease is still a's: %v", err)
 	}
 	a.lapse.Store(false)
-	eventually(t, 2*time.Second, "the child starts again", func() (bool, string) { return a.children()["alice"], fmt.Sprint(a.children()) })
+	eventually(t, 10*time.Second, "the child starts again", func() (bool, string) { return a.children()["alice"], fmt.Sprint(a.children()) })
 	if len(b.children()) != 0 {
 		t.Fatalf("b runs %v", b.children())
 	}

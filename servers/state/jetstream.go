@@ -159,7 +159,7 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 		return err
 	})
 	if err == nil && l.replicas > 1 {
-		err = untilReady(ctx, l.streamCurrent)
+		err = untilReady(ctx, l.streamLed)
 	}
 	if err != nil {
 		l.shutdown()
@@ -168,25 +168,22 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 	return l, nil
 }
 
-// errNotCurrent says a replicated stream has no leader yet, or a replica
-// still catching up.
-var errNotCurrent = fmt.Errorf("%w: the log's replicas are not all current yet", context.DeadlineExceeded)
+// errNoLeader says a replicated stream has no leader yet.
+var errNoLeader = fmt.Errorf("%w: the log has no leader yet", context.DeadlineExceeded)
 
-// streamCurrent waits for the log to have a leader and every replica
-// current: a follower started before that can be handed a consumer that
-// is not serving yet.
-func (l *JetStreamLog) streamCurrent(ctx context.Context) error {
+// streamLed waits for the log to have a leader: a follower started before
+// that can be handed a consumer that is not serving yet. (A stream another
+// node is still creating answers not found for a moment: asked again.)
+func (l *JetStreamLog) streamLed(ctx context.Context) error {
 	info, err := l.stream.Info(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return errNoLeader
+	}
 	if err != nil {
 		return err
 	}
-	if info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) < l.replicas-1 {
-		return errNotCurrent
-	}
-	for _, r := range info.Cluster.Replicas {
-		if !r.Current {
-			return errNotCurrent
-		}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return errNoLeader
 	}
 	return nil
 }
