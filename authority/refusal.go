@@ -25,6 +25,7 @@ const (
 	NotRunning         Class = "not_running"
 	SteerUnsupported   Class = "steer_unsupported"
 	BudgetExhausted    Class = "budget_exhausted"
+	TurnQuota          Class = "turn_quota"
 	Unavailable        Class = "unavailable"
 	InternalError      Class = "internal_error"
 )
@@ -52,6 +53,7 @@ var registry = []ClassInfo{
 	{NotRunning, "The run or turn addressed is not running, or not waiting for this.", "Nothing to act on."},
 	{SteerUnsupported, "The running turn's runtime cannot take a note mid-turn.", "Wait for the turn to end."},
 	{BudgetExhausted, "The company's token budget has no room left in a window; nothing was spent.", "Wait for the window to turn over, or raise its ceiling."},
+	{TurnQuota, "The turn has made as many writes of this kind as one turn may (artifact publishes, bytes, datastore ops).", "Stop and report what was done; a later turn has a fresh quota."},
 	{Unavailable, "This node cannot serve the call right now, or the company does not run what it needs.", "Retry later, or use the backend the company does run."},
 	{InternalError, "This node failed at something of its own; the call itself was fine.", "Tell whoever runs the node; a retry fails the same way."},
 }
@@ -114,6 +116,7 @@ var (
 	ErrNotRunning         = &Refusal{Class: NotRunning}
 	ErrSteerUnsupported   = &Refusal{Class: SteerUnsupported}
 	ErrBudgetExhausted    = &Refusal{Class: BudgetExhausted}
+	ErrTurnQuota          = &Refusal{Class: TurnQuota}
 	ErrUnavailable        = &Refusal{Class: Unavailable}
 	ErrInternal           = &Refusal{Class: InternalError}
 )

@@ -8,11 +8,12 @@ import (
 )
 
 // REF-2: the registry holds every class of the requirement, once, with a
-// meaning and a remedy.
+// meaning and a remedy; turn_quota is the one the artifact store adds
+// (ART-8: past a turn's quota the call is refused and told to stop).
 func TestRegistryCodesUniqueAndComplete(t *testing.T) {
 	want := []string{"invalid", "not_found", "forbidden", "stale_version", "conflict", "exists",
 		"already_answered", "reassignment_budget", "inbox_full", "not_running",
-		"steer_unsupported", "budget_exhausted", "unavailable", "internal_error"}
+		"steer_unsupported", "budget_exhausted", "turn_quota", "unavailable", "internal_error"}
 	seen := map[Class]bool{}
 	code := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
 	for _, c := range Classes() {

@@ -75,22 +75,48 @@ func TestTokensHoldNoPlaintext(t *testing.T) {
 	}
 }
 
+// Replace swaps the whole set at once: a caller verifying a token held by
+// both the old and the new set is never refused, and never handed another
+// token's principal, while the set changes under it.
 func TestTokensConcurrent(t *testing.T) {
-	ts := NewTokens(TokenEntry{ID: "a", Secret: "s"})
+	steady := TokenEntry{ID: "a", Secret: "s", Seat: "ada"}
+	ts := NewTokens(steady)
 	var wg sync.WaitGroup
+	errs := make(chan string, 8)
 	for i := 0; i < 8; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			for j := 0; j < 200; j++ {
-				ts.Verify("s")
 				if i == 0 {
-					ts.Replace([]TokenEntry{{ID: "a", Secret: "s"}})
+					// Alternate between sets of different sizes that
+					// all hold the steady token.
+					next := []TokenEntry{steady}
+					if j%2 == 0 {
+						next = append([]TokenEntry{{ID: "b", Secret: fmt.Sprint("other-", j)}}, next...)
+					}
+					ts.Replace(next)
+					continue
+				}
+				if p, ok := ts.Verify("s"); !ok || p != (Principal{TokenID: "a", Seat: "ada"}) {
+					errs <- fmt.Sprintf("Verify during Replace = %+v, %v", p, ok)
+					return
+				}
+				if n := ts.Len(); n != 1 && n != 2 {
+					errs <- fmt.Sprintf("Len during Replace = %d", n)
+					return
 				}
 			}
 		}(i)
 	}
 	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if p, ok := ts.Verify("s"); !ok || p.TokenID != "a" || ts.Len() != 1 {
+		t.Fatalf("after the last Replace: %+v %v, Len %d", p, ok, ts.Len())
+	}
 }
 
 func TestDirectoryLookupCaseInsensitive(t *testing.T) {

@@ -38,17 +38,29 @@ func TestKnowledgeThroughTheHub(t *testing.T) {
 			LinkedFrom []struct {
 				ID string `json:"id"`
 			} `json:"linked_from"`
+			History []struct {
+				By         string `json:"by"`
+				OperatorID string `json:"operator_id"`
+			} `json:"history"`
 		} `json:"page"`
 	}
 	if err := json.Unmarshal([]byte(hubtest.Text(res)), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Page.Container != "CORE" || !strings.Contains(got.Page.Body, "Green, then blue.") ||
-		len(got.Page.LinkedFrom) != 1 || got.Page.LinkedFrom[0].ID != second {
+		len(got.Page.LinkedFrom) != 1 || got.Page.LinkedFrom[0].ID != second ||
+		// OPS-4: the person's write names the credential it came through.
+		len(got.Page.History) != 1 || got.Page.History[0].By != "admin" || got.Page.History[0].OperatorID != "operator" {
 		t.Fatalf("get_page answered %s", hubtest.Text(res))
 	}
 	if list := callTool(t, cs, "list_pages", map[string]any{}); list.IsError || !strings.Contains(hubtest.Text(list), "Release checklist") {
 		t.Fatalf("list_pages: %s", hubtest.Text(list))
+	}
+	// KB-3: the page is found by its words; with no embeddings model the
+	// answer says it ran on keywords alone.
+	found := callTool(t, cs, "search_knowledge", map[string]any{"query": "blue deploy"})
+	if found.IsError || !strings.Contains(hubtest.Text(found), first) || !strings.Contains(hubtest.Text(found), "keyword alone") {
+		t.Fatalf("search_knowledge: %s", hubtest.Text(found))
 	}
 }
 

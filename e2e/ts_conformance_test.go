@@ -52,6 +52,14 @@ func TestTypeScriptSDKClient(t *testing.T) {
 // clients that cannot send one (the conformance suite). It passes the Host
 // header through untouched, so the hub's DNS-rebinding checks see exactly
 // what the client sent, and streams responses as they come.
+//
+// It is full duplex: it flushes a streamed response's headers at once,
+// while the request body may still be on its way to the server, and an
+// HTTP/1 handler's request body otherwise closes once its response headers
+// are flushed. The proxy's copy of the body then failed, the request to the
+// server was cancelled and the response cut short ("ReverseProxy read error
+// during body copy: use of closed network connection"): under load, now and
+// then, a call's answer never reached the suite, which waited out its 60 s.
 func authProxy(t testing.TB, target, token string) string {
 	t.Helper()
 	u, err := url.Parse(target)
@@ -66,7 +74,13 @@ func authProxy(t testing.TB, target, token string) string {
 		},
 		FlushInterval: -1,
 	}
-	srv := httptest.NewServer(rp)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			http.Error(w, "e2e: proxy cannot be full duplex: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -10,7 +10,7 @@ import (
 	"sort"
 
 	"github.com/crewlet/hub/authority"
-	"github.com/crewlet/hub/hub/atomicfile"
+	"github.com/crewlet/hub/servers/atomicfile"
 	"github.com/crewlet/hub/hub/config"
 	"gopkg.in/yaml.v3"
 )
@@ -22,75 +22,108 @@ import (
 // server already declared, and the revision is applied.
 func (f *operator) servePutMCPServer(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	fail := func(status int, class authority.Class, msg string, extra ...any) {
-		body := map[string]any{"class": string(class), "error": msg}
-		for i := 0; i+1 < len(extra); i += 2 {
-			body[extra[i].(string)] = extra[i+1]
-		}
-		writeJSON(w, status, body)
-	}
 	if r.Header.Get("If-None-Match") != "*" {
-		fail(http.StatusPreconditionRequired, authority.Invalid, "send If-None-Match: * — this route only creates a server, never replaces one")
-		return
-	}
-	path := f.opts.ConfigFile
-	if path == "" {
-		fail(http.StatusConflict, authority.Forbidden, "this hub runs its embedded company; start it with --config FILE to add servers")
+		writeAdded(w, added{status: http.StatusPreconditionRequired, class: authority.Invalid,
+			err: "send If-None-Match: * — this route only creates a server, never replaces one"})
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 256<<10))
 	if err != nil {
-		fail(http.StatusRequestEntityTooLarge, authority.Invalid, "the body is over 256 KiB")
+		writeAdded(w, added{status: http.StatusRequestEntityTooLarge, class: authority.Invalid, err: "the body is over 256 KiB"})
 		return
 	}
 	var entry config.MCPServer
 	dec := yaml.NewDecoder(bytes.NewReader(body))
 	dec.KnownFields(true)
 	if err := dec.Decode(&entry); err != nil {
-		fail(http.StatusBadRequest, authority.Invalid, "the body is not one MCP server entry: "+err.Error())
+		writeAdded(w, added{status: http.StatusBadRequest, class: authority.Invalid, err: "the body is not one MCP server entry: " + err.Error()})
 		return
 	}
 	if entry.Name == "" {
 		entry.Name = name
 	}
 	if entry.Name != name {
-		fail(http.StatusBadRequest, authority.Invalid, fmt.Sprintf("the body names %q but the path names %q", entry.Name, name))
+		writeAdded(w, added{status: http.StatusBadRequest, class: authority.Invalid, err: fmt.Sprintf("the body names %q but the path names %q", entry.Name, name)})
 		return
+	}
+	writeAdded(w, f.addServer(entry, true))
+}
+
+// added is what adding a server answered.
+type added struct {
+	status     int
+	class      authority.Class
+	err        string
+	violations []string
+	row        *serverRow
+	name       string // the server added
+}
+
+func writeAdded(w http.ResponseWriter, a added) {
+	switch {
+	case a.status == http.StatusCreated && a.row != nil:
+		writeJSON(w, a.status, map[string]any{"server": a.row})
+	case a.status == http.StatusCreated:
+		writeJSON(w, a.status, map[string]any{"server": a.name})
+	case a.status < 300:
+		writeJSON(w, a.status, map[string]any{"status": "valid"})
+	case a.violations != nil:
+		writeJSON(w, a.status, map[string]any{"class": string(a.class), "error": a.err, "violations": a.violations})
+	default:
+		writeJSON(w, a.status, map[string]any{"class": string(a.class), "error": a.err})
+	}
+}
+
+// addServer is the one create-only write behind PUT
+// /config/mcp-servers/{name} and the screen's form: a configured name is
+// refused, the whole company is checked with the server in it (tool name
+// collisions included), and only then is the file written and the revision
+// applied. With write false it stops before writing: the screen asks so
+// when its form already has something wrong, to answer every violation at
+// once.
+func (f *operator) addServer(entry config.MCPServer, write bool) added {
+	name := entry.Name
+	path := f.opts.ConfigFile
+	if path == "" {
+		return added{status: http.StatusConflict, class: authority.Forbidden, err: "this hub runs its embedded company; start it with --config FILE to add servers"}
 	}
 	f.putMu.Lock()
 	defer f.putMu.Unlock()
 	current, err := os.ReadFile(path)
 	if err != nil {
 		f.log.Error("config_read_failed", "error", err.Error())
-		fail(http.StatusInternalServerError, authority.InternalError, authority.InternalErrorSentence)
-		return
+		return added{status: http.StatusInternalServerError, class: authority.InternalError, err: authority.InternalErrorSentence}
 	}
 	// Judged against the configuration alone: a name only a node still
 	// runs from an older revision is free.
 	if c, err := config.Parse(current); err == nil || c != nil {
 		for _, s := range c.MCPServers {
-			if s.Name == name {
-				fail(http.StatusPreconditionFailed, authority.Exists, fmt.Sprintf("an MCP server called %q is already configured; edit the company file to change it", name))
-				return
+			if s.Name == name && name != "" {
+				return added{status: http.StatusPreconditionFailed, class: authority.Exists,
+					err: fmt.Sprintf("an MCP server called %q is already configured; edit the company file to change it", name)}
 			}
 		}
 	}
 	next, err := appendServer(current, entry)
 	if err != nil {
-		fail(http.StatusUnprocessableEntity, authority.Invalid, err.Error())
-		return
+		return added{status: http.StatusUnprocessableEntity, class: authority.Invalid, err: err.Error()}
+	}
+	invalid := func(v config.Violations) added {
+		return added{status: http.StatusUnprocessableEntity, class: authority.Invalid,
+			err: "the company would not be valid with this server", violations: []string(v)}
 	}
 	c, err := config.Parse(next)
 	var v config.Violations
 	if errors.As(err, &v) {
-		fail(http.StatusUnprocessableEntity, authority.Invalid, "the company would not be valid with this server", "violations", []string(v))
-		return
+		return invalid(v)
 	}
 	// Names the servers already listed must not collide under it either
 	// (CAT-12): refused before the file is touched.
 	if err := f.control.check(c); errors.As(err, &v) {
-		fail(http.StatusUnprocessableEntity, authority.Invalid, "the company would not be valid with this server", "violations", []string(v))
-		return
+		return invalid(v)
+	}
+	if !write {
+		return added{status: http.StatusOK}
 	}
 	mode := os.FileMode(0o600)
 	if fi, err := os.Stat(path); err == nil {
@@ -98,21 +131,18 @@ func (f *operator) servePutMCPServer(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := atomicfile.Write(path, next, mode); err != nil {
 		f.log.Error("config_write_failed", "error", err.Error())
-		fail(http.StatusInternalServerError, authority.InternalError, authority.InternalErrorSentence)
-		return
+		return added{status: http.StatusInternalServerError, class: authority.InternalError, err: authority.InternalErrorSentence}
 	}
 	if err := f.control.Apply(c); err != nil {
-		fail(http.StatusUnprocessableEntity, authority.Invalid, "written, but the revision was not applied: "+err.Error())
-		return
+		return added{status: http.StatusUnprocessableEntity, class: authority.Invalid, err: "written, but the revision was not applied: " + err.Error()}
 	}
 	f.log.Info("mcp_server_added", "server", name)
 	for _, row := range f.control.serverRows() {
 		if row.Name == name {
-			writeJSON(w, http.StatusCreated, map[string]any{"server": row})
-			return
+			return added{status: http.StatusCreated, row: &row, name: name}
 		}
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"server": name})
+	return added{status: http.StatusCreated, name: name}
 }
 
 // appendServer adds entry after the last mcp_servers entry of a document,
@@ -203,6 +233,9 @@ func entryYAML(e config.MCPServer) yaml.Node {
 	}
 	if e.StartupTimeoutSeconds != 0 {
 		add("startup_timeout_seconds", e.StartupTimeoutSeconds)
+	}
+	if e.CallTimeoutSeconds != 0 {
+		add("call_timeout_seconds", e.CallTimeoutSeconds)
 	}
 	if e.Delivers != nil {
 		add("delivers", *e.Delivers)

@@ -14,6 +14,8 @@ import (
 // whole list if a name is taken (CAT-12), recording why for the server's
 // row.
 func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
+	// However the filing ends, the server's row and its tools read anew.
+	defer u.events.serverChanged()
 	if u.current(s) == nil {
 		// A revision replaced this instance while it was starting.
 		return

@@ -2,7 +2,7 @@ package hub
 
 import (
 	"context"
-	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,14 +18,18 @@ import (
 // and an Origin, when a browser sends one, a loopback or allowed origin.
 func (f *operator) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Neither the log nor the answer repeats the refused value: it is
+		// the stranger's to choose, and can be most of a megabyte.
 		if !f.hostAllowed(r.Host) {
-			f.log.Warn("operator_request_refused", "reason", "host not allowed", "host", r.Host, "remote", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Forbidden: the Host %q is not one this hub answers to", r.Host), http.StatusForbidden)
+			f.refusals.note(slog.LevelWarn, "operator_request_refused", "host not allowed",
+				"host_bytes", len(r.Host), "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+			http.Error(w, "Forbidden: this hub does not answer to the Host this request names; reach it by a loopback address or a name it was told to allow.", http.StatusForbidden)
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !f.originAllowed(o) {
-			f.log.Warn("operator_request_refused", "reason", "origin not allowed", "origin", o, "remote", r.RemoteAddr)
-			http.Error(w, fmt.Sprintf("Forbidden: the Origin %q is not one this hub answers to", o), http.StatusForbidden)
+			f.refusals.note(slog.LevelWarn, "operator_request_refused", "origin not allowed",
+				"origin_bytes", len(o), "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+			http.Error(w, "Forbidden: this hub does not answer to pages of the Origin this request comes from; only loopback and allowed origins may call it.", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -84,8 +88,9 @@ func (f *operator) authenticate(next http.Handler) http.Handler {
 			}
 			reason = "unknown or revoked token"
 		}
-		// The presented token is never logged, not even in part.
-		f.log.Info("operator_auth_refused", "reason", reason, "path", r.URL.Path, "remote", r.RemoteAddr)
+		// The presented token is never logged, not even in part; the
+		// refusals are sampled, since anyone can send them.
+		f.refusals.note(slog.LevelInfo, "operator_auth_refused", reason, "path", clip(r.URL.Path), "remote", r.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="crewlet"`)
 		http.Error(w, "Unauthorized: "+reason, http.StatusUnauthorized)
 	})

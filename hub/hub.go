@@ -39,6 +39,11 @@ type Hub struct {
 	// fleet is this node's part in its fleet; nil alone.
 	fleet *fleetRun
 
+	// life ends when Close starts: every call the router is serving ends
+	// with it, so closing a session never waits on a stuck server.
+	life    context.Context
+	endLife context.CancelFunc
+
 	applyMu sync.Mutex
 	// given is every value any revision has handed out, under applyMu.
 	given     map[string]bool
@@ -64,15 +69,23 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if opts.Fleet != nil {
 		heartbeat = opts.Fleet.Heartbeat
 	}
-	h.router = &Router{company: h.company, clean: h.clean, log: h.log}
+	h.life, h.endLife = context.WithCancel(context.Background())
+	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout,
+		observe: CallObservers(opts.Observers.Calls)}
 	h.operator = newOperator(operatorDeps{
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, control: h,
+		changes: newChangeFeed(),
 	})
+	h.operator.screen = newScreen(h.operator, h.life.Done())
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
 		ledger: opts.Ledger, acting: h.seats.acting, heartbeat: heartbeat,
+		observe: opts.Observers.Servers, hops: opts.Observers.Hops,
 	})
 	h.router.seats = h.seatCatalogues
+	if opts.Artifacts != nil {
+		h.opts.artifactFiles = opts.Artifacts(h.deps("artifacts"))
+	}
 	if err := h.mountFirstParty(ctx); err != nil {
 		h.Close()
 		return nil, err
@@ -117,7 +130,7 @@ func (h *Hub) mountFirstParty(ctx context.Context) error {
 	results := make([]result, len(run))
 	tasks := make([]func(), len(run))
 	for i, fp := range run {
-		deps := Deps{Directory: h.Directory, Logger: quiet(h.log).With("server", fp.Name)}
+		deps := h.deps(fp.Name)
 		tasks[i] = func() {
 			m, entries, err := mount(ctx, fp.Name, h.log, func(t servers.Trust) *mcp.Server { return fp.New(t, deps) })
 			results[i] = result{m, entries, err}
@@ -157,6 +170,9 @@ func (h *Hub) Apply(c *config.Company) error {
 	if err := h.check(c); err != nil {
 		return err
 	}
+	if err := h.keepsCredentials(c); err != nil {
+		return err
+	}
 	entries, err := c.OperatorTokens(h.opts.Env)
 	if err != nil {
 		return err
@@ -183,6 +199,7 @@ func (h *Hub) Apply(c *config.Company) error {
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)
 	h.servers.reconcile(c)
+	h.operator.changes.changed()
 	h.log.Info("company_applied", "seats", len(h.dir.Load().Seats()), "operator_tokens", len(entries))
 	return nil
 }
@@ -212,6 +229,26 @@ func (h *Hub) check(c *config.Company) error {
 	return nil
 }
 
+// keepsCredentials refuses a revision that declares no credential while
+// the one in force declares its own. Applied, it would trade every token
+// for the generated one and lock out everyone who holds one; a file cut
+// short before its api block, or saved half-written, reads exactly like
+// that. A hub moves to the generated credential only when it starts.
+func (h *Hub) keepsCredentials(c *config.Company) error {
+	cur := h.cfg.Load()
+	if cur == nil {
+		return nil
+	}
+	_, nowGenerated := cur.Credentials()
+	_, nextGenerated := c.Credentials()
+	if !nowGenerated && nextGenerated {
+		return config.Violations{"api.auth.tokens: this revision declares no operator credential while the one in force declares " +
+			"its own; applied, it would replace them all with the generated one and lock out everyone who holds one " +
+			"(a file cut short reads like this). Put the tokens back, or restart the hub to move to the generated credential"}
+	}
+	return nil
+}
+
 // Reload re-reads the company through Options.Reload and applies it.
 func (h *Hub) Reload() error {
 	if h.opts.Reload == nil {
@@ -222,6 +259,11 @@ func (h *Hub) Reload() error {
 		return err
 	}
 	return h.Apply(c)
+}
+
+// deps is what the hub lends the first-party server called name.
+func (h *Hub) deps(name string) Deps {
+	return Deps{Directory: h.Directory, Company: h.Company, Logger: quiet(h.log).With("server", name)}
 }
 
 // Directory is the directory of the revision in force.
@@ -257,11 +299,28 @@ func (h *Hub) serverRows() []serverRow {
 	return h.fleetRows(h.status.rows(h.Company(), h.launchOf))
 }
 
+// callTimeout is how long a call to a tool of src may take, by its
+// server's entry in the revision in force.
+func (h *Hub) callTimeout(src Source) time.Duration {
+	if c := h.Company(); c != nil {
+		server := serverOf(src)
+		for _, s := range c.MCPServers {
+			if s.Name == server {
+				return s.CallTimeout()
+			}
+		}
+	}
+	return config.DefaultCallTimeout
+}
+
 // Close stops every in-process server and open operator session. It is safe
-// to call more than once.
+// to call more than once. Calls in flight are cut first (each answered that
+// the hub is shutting down), since closing a session waits for the calls in
+// it, and a call stuck on a server would otherwise hold the close forever.
 func (h *Hub) Close() error {
 	var errs []error
 	h.closeOnce.Do(func() {
+		h.endLife()
 		// The fleet loop first: nothing may claim a seat, or start its
 		// children, behind the close.
 		h.stopFleet()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,7 +25,7 @@ func TestLaunchShowsNoLiteralCredential(t *testing.T) {
 		Server(`{name: dead, url: "http://admin:dead-pass-7781@127.0.0.1:1/mcp?token=query-key-7781"}`).
 		Server(`{name: remote, command: /nonexistent/bin/mcp-remote, args: ["https://me:arg-pass-7781@example.com/mcp"], env: {KEY: "sk-live-7781${DOCS_TOKEN}"}}`).
 		Parse(t)
-	logger, logs := hubtest.NewLog()
+	logs, logger := hubtest.NewLog(slog.LevelDebug)
 	env := hubtest.NewEnv(map[string]string{"ADA_TOKEN": "ada-token-123456", "DOCS_TOKEN": "docs-token-123456", "MODE": "fast"})
 	h, err := New(context.Background(), Options{Company: c, Env: env.Lookup, Logger: logger})
 	if err != nil {

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func floodServer() FirstParty {
 // unavailable, marked as possibly having taken effect; the server's other
 // tools answer again right after, every time it breaks.
 func TestMountReconnectsWhenItsConnectionBreaks(t *testing.T) {
-	logger, logs := hubtest.NewLog()
+	logs, logger := hubtest.NewLog(slog.LevelDebug)
 	c := hubtest.NewCompany().Person("ada", true).Token("laptop", "ADA_TOKEN", "ada").Parse(t)
 	h, err := New(context.Background(), Options{Company: c, FirstParty: []FirstParty{floodServer()}, Logger: logger,
 		Env: hubtest.NewEnv(map[string]string{"ADA_TOKEN": "ada-token-123456"}).Lookup})

@@ -6,9 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/screen"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -40,6 +43,9 @@ type operatorDeps struct {
 	router  *Router
 	tokens  *authority.Tokens
 	control control
+	// changes is what the screen watches: every server and catalogue
+	// change is said there.
+	changes *changeFeed
 }
 
 // operator is the operator surface. It implements events, so supervision
@@ -47,7 +53,10 @@ type operatorDeps struct {
 type operator struct {
 	operatorDeps
 
-	putMu     sync.Mutex // one company-file edit at a time
+	refusals  *refusalLog
+	screen    *screen.Screen
+	inflight  atomic.Int64 // tools/call requests being answered
+	putMu     sync.Mutex   // one company-file edit at a time
 	mu        sync.Mutex
 	synced    map[string]string // tool name -> sdkKey, as the SDK has it
 	owned     *owners           // who owns each re-exported resource and prompt
@@ -59,7 +68,12 @@ type operator struct {
 
 var _ events = (*operator)(nil)
 
-func (f *operator) toolsChanged() { f.syncTools() }
+func (f *operator) toolsChanged() {
+	f.syncTools()
+	f.changes.changed()
+}
+
+func (f *operator) serverChanged() { f.changes.changed() }
 
 func (f *operator) featuresChanged(server string, feats upstream.Features, inst func() *upstream.Instance) {
 	f.mirrorFeatures(server, feats, inst)
@@ -71,8 +85,17 @@ func (f *operator) resourceUpdated(ctx context.Context, p *mcp.ResourceUpdatedNo
 	_ = f.server.ResourceUpdated(ctx, p)
 }
 
-// close ends every open operator session.
+// drainWait bounds how long close lets calls that were just cut answer
+// before their sessions end.
+const drainWait = 2 * time.Second
+
+// close ends every open operator session. The hub has cut the calls in
+// flight already; each is given a moment to answer that it was cut, so a
+// session's client reads why rather than a stream that ended.
 func (f *operator) close() {
+	for deadline := time.Now().Add(drainWait); f.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	for ss := range f.server.Sessions() {
 		ss.Close()
 	}
@@ -82,7 +105,9 @@ func (f *operator) close() {
 func (h *Hub) Handler() http.Handler {
 	f := h.operator
 	mux := http.NewServeMux()
-	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(f.serveMCP)))))
+	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.serveMCP(codedWriter{w}, r)
+	})))))
 	mux.Handle("GET /tools", f.guard(f.authenticate(http.HandlerFunc(f.serveTools))))
 	mux.Handle("POST /config/reload", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveReload)))))
 	// Server rows show each configured launch, so they are for
@@ -91,6 +116,13 @@ func (h *Hub) Handler() http.Handler {
 	mux.Handle("GET /mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServer)))))
 	mux.Handle("GET /fleet", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveFleet)))))
 	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
+	mux.Handle("GET /debug/runtime", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveRuntime)))))
+	mux.Handle("GET /artifacts/{id}/{path...}", f.guard(f.authenticate(http.HandlerFunc(f.serveArtifact))))
+	if f.opts.Metrics != nil {
+		mux.Handle("GET /metrics", f.guard(f.authenticate(f.opts.Metrics)))
+	}
+	// Settings › MCP Tools, for people in a browser; / leads there.
+	f.screen.Register(mux, f.guard)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"status":"ok","version":%q}`+"\n", Version)

@@ -3,27 +3,21 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// modernProtocol is the first MCP revision without sessions. Requests of it
-// are served by a stateless handler; older revisions by a stateful one.
-const modernProtocol = "2026-07-28"
-
 // newOperator builds the operator catalogue's MCP server and its handlers.
 func newOperator(d operatorDeps) *operator {
-	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}}
+	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}, refusals: newRefusalLog(d.log, refusalLogEvery)}
 	f.server = mcp.NewServer(&mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}, &mcp.ServerOptions{
 		Instructions: "The Crewlet hub's operator catalogue: the company's builtin tools and its MCP servers' tools, decided by your bearer token on every call.",
 		Logger:       quiet(d.log).With("component", "operator_mcp"),
@@ -39,7 +33,7 @@ func newOperator(d operatorDeps) *operator {
 		SubscribeHandler:   func(ctx context.Context, req *mcp.SubscribeRequest) error { return f.subscribe(ctx, req) },
 		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error { return f.unsubscribe(ctx, req) },
 	})
-	f.server.AddReceivingMiddleware(f.callMiddleware)
+	f.server.AddReceivingMiddleware(f.callMiddleware, codedErrors)
 	f.syncTools()
 	// Both revisions are served fully only by two handlers behind one route:
 	// the SDK speaks 2026-07-28 only statelessly, and only a stateful
@@ -54,6 +48,13 @@ func newOperator(d operatorDeps) *operator {
 			// Host and Origin are checked by guard for every route,
 			// including non-loopback listeners with allowed names.
 			DisableLocalhostProtection: true,
+			// A 2025 session a client stopped using is closed, not kept
+			// (and notified of every catalogue change) for ever.
+			SessionTimeout: d.opts.SessionIdle,
+			// A 2026-07-28 request is its whole exchange: a client that
+			// hangs up has given up on the call, so it ends, and the
+			// server behind it is told to cancel it.
+			PropagateRequestCancellation: true,
 		}
 	}
 	f.stateful = mcp.NewStreamableHTTPHandler(get, opts(false))
@@ -129,7 +130,24 @@ func (f *operator) callMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		if !ok {
 			return next(ctx, method, req)
 		}
+		f.inflight.Add(1)
+		defer f.inflight.Add(-1)
 		return f.call(ctx, ctr), nil
+	}
+}
+
+// codedErrors gives every error a method answers a JSON-RPC code. The SDK
+// sends an error that carries none with code 0, which is no code a client
+// can act on: an error of the hub's own that does not say what went wrong
+// with the request is the hub's, an internal error.
+func codedErrors(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		var wire *jsonrpc.Error
+		if err != nil && !errors.As(err, &wire) {
+			err = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+		}
+		return res, err
 	}
 }
 
@@ -149,6 +167,7 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 	if req.Session != nil {
 		ctx = upstream.WithDownstream(ctx, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx})
 	}
+	ctx = withCallHeader(ctx, req.Extra)
 	return f.router.CallForPerson(ctx, CompanyRegistry(f.company), p.Caller(), req.Params.Name, args)
 }
 
@@ -167,55 +186,4 @@ type ctxKey struct{}
 func principalFrom(ctx context.Context) (authority.Principal, bool) {
 	p, ok := ctx.Value(ctxKey{}).(authority.Principal)
 	return p, ok
-}
-
-// serveMCP picks the handler for the request's protocol revision.
-func (f *operator) serveMCP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost {
-		limit := f.opts.MaxBodyBytes
-		if r.ContentLength > limit {
-			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
-				return
-			}
-			http.Error(w, "could not read the request body", http.StatusBadRequest)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if modern(r.Header, body) {
-			f.stateless.ServeHTTP(w, r)
-			return
-		}
-	} else if v := r.Header.Get("Mcp-Protocol-Version"); v >= modernProtocol {
-		f.stateless.ServeHTTP(w, r)
-		return
-	}
-	f.stateful.ServeHTTP(w, r)
-}
-
-// modern reports whether a POST speaks 2026-07-28 or later: by its header,
-// or, for a first request without one, by the revision in its _meta.
-func modern(h http.Header, body []byte) bool {
-	if v := h.Get("Mcp-Protocol-Version"); v != "" {
-		return v >= modernProtocol
-	}
-	if h.Get("Mcp-Session-Id") != "" {
-		return false
-	}
-	var msg struct {
-		Params struct {
-			Meta map[string]any `json:"_meta"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil {
-		return false
-	}
-	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
-	return v >= modernProtocol
 }

@@ -38,7 +38,9 @@ type testHub struct {
 	mu  sync.Mutex
 }
 
-func newTestHub(t *testing.T) *testHub {
+// newTestHub serves a hub of testCompany on a loopback port; each change,
+// if any, adjusts its options first.
+func newTestHub(t *testing.T, change ...func(*Options)) *testHub {
 	t.Helper()
 	c, err := config.Parse([]byte(testCompany))
 	if err != nil {
@@ -51,7 +53,7 @@ func newTestHub(t *testing.T) *testHub {
 		v, ok := th.env[k]
 		return v, ok
 	}
-	h, err := New(context.Background(), Options{
+	opts := Options{
 		Company:      c,
 		Env:          lookup,
 		MaxBodyBytes: 64 << 10,
@@ -61,7 +63,11 @@ func newTestHub(t *testing.T) *testHub {
 			servers.Register(s, tr, nil, echoTool())
 			return s
 		}}},
-	})
+	}
+	for _, ch := range change {
+		ch(&opts)
+	}
+	h, err := New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

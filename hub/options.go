@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/crewlet/hub/authority"
@@ -84,6 +85,9 @@ type Deps struct {
 	// Directory returns the directory of the revision in force, per call.
 	Directory func() *authority.Directory
 	Logger    *slog.Logger
+	// Company returns the revision in force, per call, for a server's
+	// company-wide policy (artifacts.agents_manage_others).
+	Company func() *config.Company
 }
 
 // Options configure a Hub. The zero value of every field but Company works.
@@ -128,7 +132,31 @@ type Options struct {
 	// next start can end what a node killed outright left running; nil
 	// writes nothing.
 	Ledger *upstream.Ledger
+	// SessionIdle closes a 2025 operator session that no request has used
+	// for this long; 30 minutes if 0. Clients that go away without ending
+	// their session would otherwise hold its memory for the hub's life.
+	SessionIdle time.Duration
+	// Observers watch the hub's calls and servers (metrics, traces); the
+	// zero value watches nothing.
+	Observers Observers
+	// Metrics, when set, is served at GET /metrics behind the operator
+	// token, like every other operator route.
+	Metrics http.Handler
+	// SecretNames lists the secret store's names (never a value), which
+	// the screen's add-server form offers as ${NAME} pointers; nil offers
+	// none.
+	SecretNames func() []string
+	// Artifacts builds the artifact store's file reader the hub serves
+	// each artifact's current version with (GET /artifacts/{id}/...); nil
+	// where the node takes no uploads, and the route answers 404.
+	Artifacts func(Deps) ArtifactFiles
+
+	// artifactFiles is what Artifacts built, for the file route.
+	artifactFiles ArtifactFiles
 }
+
+// DefaultSessionIdle is how long an unused 2025 operator session is kept.
+const DefaultSessionIdle = 30 * time.Minute
 
 // ensureDefaults fills what was left zero.
 func (o *Options) ensureDefaults() {
@@ -150,10 +178,16 @@ func (o *Options) ensureDefaults() {
 	if o.StartupWait == 0 {
 		o.StartupWait = 10 * time.Second
 	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = DefaultSessionIdle
+	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
 	if o.Sanitizer == nil {
 		o.Sanitizer = sanitize.New()
+	}
+	if o.Observers.Servers == nil {
+		o.Observers.Servers = noServers{}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/servers/upstream"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -152,7 +153,7 @@ func (f *operator) subscribe(ctx context.Context, req *mcp.SubscribeRequest) err
 	uri := req.Params.URI
 	in := f.ownerOfURI(uri)
 	if in == nil {
-		return fmt.Errorf("no MCP server of this hub offers %q", uri)
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("no MCP server of this hub offers %q", uri)}
 	}
 	f.mu.Lock()
 	f.subs[uri]++

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sort"
 
 	"github.com/crewlet/hub/authority"
@@ -104,4 +105,25 @@ func (f *operator) serveMCPServer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusNotFound, map[string]string{"class": string(authority.NotFound), "error": fmt.Sprintf("no MCP server called %q is configured", name)})
+}
+
+// runtimeRow is GET /debug/runtime: what a soak or an operator watching a
+// long-running node needs to tell growth from load. The process's RSS,
+// files and children are the operating system's to tell.
+type runtimeRow struct {
+	Goroutines       int    `json:"goroutines"`
+	HeapAllocBytes   uint64 `json:"heap_alloc_bytes"`
+	HeapSysBytes     uint64 `json:"heap_sys_bytes"`
+	GCCycles         uint32 `json:"gc_cycles"`
+	OperatorSessions int    `json:"operator_sessions"`
+}
+
+func (f *operator) serveRuntime(w http.ResponseWriter, r *http.Request) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	row := runtimeRow{Goroutines: runtime.NumGoroutine(), HeapAllocBytes: ms.HeapAlloc, HeapSysBytes: ms.HeapSys, GCCycles: ms.NumGC}
+	for range f.server.Sessions() {
+		row.OperatorSessions++
+	}
+	writeJSON(w, http.StatusOK, row)
 }

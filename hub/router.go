@@ -25,6 +25,13 @@ type Router struct {
 	seats func() []*Catalogue
 	clean *sanitize.Sanitizer
 	log   *slog.Logger
+	// callTimeout is how long a call to a third-party tool of a source may
+	// take (call_timeout_seconds of the revision in force); nil, no bound.
+	callTimeout func(Source) time.Duration
+	// life ends when the hub starts to close; every call ends with it.
+	life context.Context
+	// observe is told of every call routed (metrics, traces).
+	observe CallObserver
 }
 
 // Call decides a call against what reg offers, runs it and sanitises the
@@ -42,7 +49,9 @@ func (r *Router) CallForPerson(ctx context.Context, reg Registry, caller authori
 	return forPerson(ctx, r.log, src, res)
 }
 
-func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) (*mcp.CallToolResult, Source) {
+func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) (res *mcp.CallToolResult, src Source) {
+	ctx, observed := r.observe.CallStarted(ctx, name)
+	defer func() { observed(src, res) }()
 	start := time.Now()
 	e, ok := reg.Resolve(name)
 	if !ok {
@@ -54,7 +63,26 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		return r.refuse(ctx, name, caller, authority.Refuse(authority.NotFound,
 			"No tool called %q is registered; list the tools to see what there is.", name)), ""
 	}
-	res, err := e.backend.Call(ctx, caller, e.upstream, args)
+	if e.Source != SourceBuiltin {
+		// First-party tools apply the kit's rule themselves; a third-party
+		// server would take a control character and answer it back as
+		// binary, which the sanitiser rejects (OUT-1): it is refused here,
+		// before anything is sent, in the kit's words.
+		if ref := servers.CheckArgumentText(args); ref != nil {
+			return r.refuse(ctx, name, caller, ref), e.Source
+		}
+	}
+	callCtx, limit, cancel := r.bounds(ctx, e)
+	res, err := e.backend.Call(callCtx, caller, e.upstream, args)
+	var cutShort *authority.Refusal
+	if err != nil {
+		cutShort = r.cut(ctx, callCtx, e, limit)
+	}
+	cancel()
+	if cutShort != nil {
+		r.log.WarnContext(ctx, "tool_call_cut", "tool", name, "source", string(e.Source), "seat", caller.Seat, "reason", cutShort.Sentence)
+		return r.refuse(ctx, name, caller, cutShort), e.Source
+	}
 	if down, ok := asDown(err); ok {
 		r.log.InfoContext(ctx, "tool_refused_server_down", "tool", name, "server", down.Server, "cause", down.Cause, "in_flight", down.InFlight)
 		ref := downRefusal(down, e.Hints)
@@ -77,6 +105,13 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			msg = "the server's error message held binary data"
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, e.Source
+	}
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up (a client that hung up): nobody reads the
+		// answer, and a stranger hanging up at will is no warning.
+		r.log.DebugContext(ctx, "tool_call_abandoned", "tool", name, "source", string(e.Source), "seat", caller.Seat)
+		return r.refuse(ctx, name, caller, authority.Refuse(authority.Unavailable,
+			"The call to %q was cancelled by its caller before an answer came back.", name)), e.Source
 	}
 	if err != nil {
 		// The engine's words, never the transport's: the cause is logged.

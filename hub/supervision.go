@@ -30,6 +30,9 @@ type events interface {
 	serverUp(server string, inst *upstream.Instance)
 	// resourceUpdated passes on a server's word that a resource changed.
 	resourceUpdated(ctx context.Context, p *mcp.ResourceUpdatedNotificationParams)
+	// serverChanged says a server's row, or a seat's catalogue, may read
+	// differently now. It must not block.
+	serverChanged()
 }
 
 // supervisionDeps is everything supervision is given; it holds nothing of
@@ -48,6 +51,8 @@ type supervisionDeps struct {
 	// heartbeat is how long a restart held back for a lease waits before
 	// asking again (MCP-10); the instance's default if zero.
 	heartbeat time.Duration
+	observe   ServerObserver
+	hops      upstream.HopObserver
 }
 
 // supervision keeps the company's third-party servers: one supervised
@@ -264,6 +269,11 @@ func (u *supervision) start(decl config.MCPServer, seat string, resolved upstrea
 		},
 		OnResourceUpdated: u.events.resourceUpdated,
 		Ledger:            u.ledger,
+		Hops:              u.hops,
+		OnStatus: func(prev, now upstream.Status) {
+			u.observe.ServerStatus(decl.Name, seat, prev, now)
+			u.events.serverChanged()
+		},
 	})
 	return s
 }

@@ -1,6 +1,9 @@
 package knowledge
 
 import (
+	"context"
+	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -8,12 +11,16 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
+	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/servers/serverstest"
 	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/state/statetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// bleve, which the search index links, starts goroutines of its own that
+// live for the process.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, searchtest.LeakOptions()...) }
 
 func testDirectory() *authority.Directory {
 	return authority.NewDirectory([]authority.Unit{
@@ -40,14 +47,25 @@ type harness struct {
 	t    testing.TB
 	node *state.Node
 	log  *statetest.FaultLog
+	ix   *search.Index
 }
 
-func newHarness(t testing.TB) *harness {
+func newHarness(t testing.TB) *harness { return newHarnessWith(t, nil) }
+
+// newHarnessWith runs the knowledge base with its search index, ranking by
+// meaning through emb when it is not nil.
+func newHarnessWith(t testing.TB, emb search.Embedder) *harness {
 	t.Helper()
-	node, f := statetest.OpenFaulty(t, t.TempDir(), state.Options{Projectors: Projectors()})
-	h := &harness{t: t, node: node, log: f}
+	dir := t.TempDir()
+	node, f := statetest.OpenFaulty(t, dir, state.Options{Projectors: Projectors()})
+	ix, err := OpenSearch(context.Background(), node, filepath.Join(dir, "search"), emb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	h := &harness{t: t, node: node, log: f, ix: ix}
 	h.Client = serverstest.Connect(t, func(tr servers.Trust) *mcp.Server {
-		return NewServer(Deps{Node: node, Directory: testDirectory}, tr)
+		return NewServer(Deps{Node: node, Directory: testDirectory, Search: ix}, tr)
 	})
 	return h
 }
@@ -88,4 +106,10 @@ func wakes(t testing.TB, h *harness) []servers.Wake {
 		t.Fatal(err)
 	}
 	return w
+}
+
+// stateOp is an operation written straight to the node as ada.
+func stateOp(kind string, payload any) state.Op {
+	b, _ := json.Marshal(payload)
+	return state.Op{Tool: "test", Args: b, Kind: kind, Payload: b, Caller: ada}
 }

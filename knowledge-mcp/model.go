@@ -51,8 +51,11 @@ type historyRow struct {
 	Version int       `json:"version"`
 	At      time.Time `json:"at"`
 	By      string    `json:"by"`
-	Change  string    `json:"change"`
-	Fields  []string  `json:"fields,omitempty"`
+	// OperatorID is the credential the change came through, on the
+	// operator surface (OPS-4).
+	OperatorID string   `json:"operator_id,omitempty"`
+	Change     string   `json:"change"`
+	Fields     []string `json:"fields,omitempty"`
 }
 
 // pageResult is what the page projectors record in the op ledger; a

@@ -22,6 +22,10 @@ func TestWriteAndReadPages(t *testing.T) {
 	if got["container"] != "CORE" || servers.Unfence(got["body"].(string)) != "Drain first, then restart." || servers.Unfence(got["title"].(string)) != "Restarting the queue" {
 		t.Fatalf("page %v", got)
 	}
+	// OPS-4: a seat's own write names no credential.
+	if h := got["history"].([]any)[0].(map[string]any); h["by"] != "alan" || h["operator_id"] != nil {
+		t.Fatalf("history %v", h)
+	}
 	if ids := refIDs(got["breadcrumb"]); !slices.Equal(ids, []string{folder}) {
 		t.Fatalf("breadcrumb %v", got["breadcrumb"])
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -72,7 +73,9 @@ func (a *applier) putPage(old, p *page) error {
 			return err
 		}
 	}
-	return nil
+	// Every page write can change what a search finds: its words, its
+	// container, whether it is a draft or in the trash.
+	return search.Touch(a.B, a.Pos, SearchKind, p.ID)
 }
 
 // indexKeys are the empty rows a page is filed under: its place in its
@@ -87,7 +90,7 @@ func (p *page) indexKeys() []string {
 }
 
 func (a *applier) history(p *page, change string, fields []string) {
-	p.History = append(p.History, historyRow{Version: p.Version, At: a.At(), By: a.By.Seat, Change: change, Fields: fields})
+	p.History = append(p.History, historyRow{Version: p.Version, At: a.At(), By: a.By.Seat, OperatorID: a.Op.Caller.OperatorID, Change: change, Fields: fields})
 }
 
 // wakeWatchers asks for every watcher of p but the writer to be told.

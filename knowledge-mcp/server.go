@@ -1,7 +1,10 @@
 package knowledge
 
 import (
+	"context"
+	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/standalone"
 	"github.com/crewlet/hub/servers/state"
 )
@@ -23,6 +27,9 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Now is the clock writes are stamped with; nil means time.Now.
 	Now func() time.Time
+	// Search is the pages' search index (OpenSearch); nil: search_knowledge
+	// answers unavailable.
+	Search *search.Index
 }
 
 // Name is the knowledge base's name as a first-party server.
@@ -47,12 +54,21 @@ func NewServer(d Deps, trust servers.Trust) *mcp.Server {
 	return s
 }
 
-// Standalone is the knowledge base as `crewlet knowledge-mcp` runs it.
+// Standalone is the knowledge base as `crewlet knowledge-mcp` runs it on
+// its own: its search index lives under the data directory's state/search.
 var Standalone = standalone.Server{
 	Name:       Name,
 	Projectors: Projectors(),
-	New: func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust) *mcp.Server {
-		return NewServer(Deps{Node: node, Directory: dir, Logger: log}, trust)
+	Open: func(ctx context.Context, r standalone.Resources) (any, io.Closer, error) {
+		ix, err := OpenSearch(ctx, r.Node, filepath.Join(r.DataDir, "state", "search"), r.Embedder, r.Logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ix, ix, nil
+	},
+	New: func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust, deps any) *mcp.Server {
+		ix, _ := deps.(*search.Index)
+		return NewServer(Deps{Node: node, Directory: dir, Logger: log, Search: ix}, trust)
 	},
 }
 

@@ -19,10 +19,10 @@ func TestToolSurface(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := Tools(Deps{})
-	if len(lt.Tools) != len(table) || len(table) != 5 {
+	if len(lt.Tools) != len(table) || len(table) != 6 {
 		t.Fatalf("listed %d tools, the table has %d", len(lt.Tools), len(table))
 	}
-	reads := []string{"list_pages", "get_page"}
+	reads := []string{"list_pages", "get_page", "search_knowledge"}
 	for _, tool := range table {
 		if slices.Contains(reads, tool.Name) {
 			if tool.Hints.ReadOnly != servers.Yes || tool.Delivers != "" {

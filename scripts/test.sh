@@ -1,11 +1,25 @@
 #!/usr/bin/env bash
 # Everything the tests need, then every test: the pinned npm peers of the e2e
-# suite, formatting, vet, staticcheck, and go test with the race detector.
+# suite, chromium for the browser tests, formatting, vet, staticcheck, go
+# test with the race detector (which also runs every fuzz target's seed
+# corpus), then each fuzz target for a short bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== npm ci (e2e peers, pinned by e2e/package-lock.json)"
 npm ci --prefix e2e --no-audit --no-fund --loglevel=error
+
+# The screen's browser tests drive Debian's chromium headless; they fail,
+# never skip, without it, so it is installed here when missing.
+echo "== chromium (Debian's package, for the screen's browser tests)"
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+# Screenshots of the screen taken by the browser tests are kept here.
+export CREWLET_SCREENSHOTS_DIR="${CREWLET_SCREENSHOTS_DIR:-$PWD/e2e/screenshots}"
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
@@ -21,3 +35,16 @@ go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "== go test"
 go test -race -count=1 ./...
+
+# Each fuzz target explores for FUZZTIME (10s unless set): bounded, so CI
+# stays well inside its time, and long enough to catch a parser that falls
+# over on its first unusual input. Targets are found, not listed, so a new
+# one runs without touching this script.
+echo "== fuzz"
+fuzztime=${FUZZTIME:-10s}
+git grep -l '^func Fuzz' -- '*_test.go' | while read -r file; do
+  for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
+    echo "-- $target ($(dirname "$file"), $fuzztime)"
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$(dirname "$file")"
+  done
+done

@@ -51,6 +51,41 @@ func decodeArgs(raw any, schema *jsonschema.Resolved, into any) *authority.Refus
 	return nil
 }
 
+// CheckArgumentText is the kit's rule on text in arguments, for arguments
+// the kit does not decode itself: the hub applies it to a third-party
+// tool's arguments before forwarding them, so a control character is
+// refused there in the same words as here, rather than forwarded and
+// answered back as binary. Arguments that are not JSON pass: reading them
+// is their server's business.
+func CheckArgumentText(raw json.RawMessage) *authority.Refusal {
+	if !mayHoldControl(raw) {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	return checkText("", v)
+}
+
+// mayHoldControl is a quick look for what a control character can be in
+// JSON text: an escape (\u00XX, \b, \f), or DEL or a C1 character as
+// such (C0 characters are not valid JSON unescaped). Most calls have none,
+// and are not decoded twice.
+func mayHoldControl(raw []byte) bool {
+	if bytes.Contains(raw, []byte(`\u00`)) || bytes.Contains(raw, []byte(`\b`)) || bytes.Contains(raw, []byte(`\f`)) ||
+		bytes.IndexByte(raw, 0x7f) >= 0 {
+		return true
+	}
+	for i := 0; i+1 < len(raw); i++ {
+		// U+0080..U+009F are C2 80..C2 9F in UTF-8.
+		if raw[i] == 0xc2 && raw[i+1] >= 0x80 && raw[i+1] <= 0x9f {
+			return true
+		}
+	}
+	return false
+}
+
 // checkText refuses a string anywhere in v that holds a control character
 // other than a tab or a line break: stored, it would make what a server
 // keeps unreadable to the hub's result sanitiser, which rejects such bytes

@@ -54,3 +54,27 @@ func TestControlCharactersRefusedOnTheWayIn(t *testing.T) {
 		}
 	}
 }
+
+// The same rule for arguments the kit does not decode (a third-party
+// tool's, checked by the hub before forwarding): every way JSON can carry a
+// control character is caught, and text without one passes.
+func TestCheckArgumentTextCatchesEveryEncoding(t *testing.T) {
+	for _, raw := range []string{
+		`{"a":"x\u0000y"}`, `{"a":"\u001B[31m"}`, `{"a":["ok","\b"]}`, `{"n":{"deep":"\f"}}`,
+		"{\"a\":\"x\x7fy\"}", "{\"a\":\"x\u0085y\"}", `{"a":"\u007f"}`, `{"a":"\u009F"}`,
+	} {
+		r := CheckArgumentText(json.RawMessage(raw))
+		if r == nil || r.Class != authority.Invalid {
+			t.Errorf("%q passed: %v", raw, r)
+		}
+	}
+	for _, raw := range []string{`{"a":"tab\tline\nbreak\r","b":"caf\u00e9 \\b \\u0000"}`, `not json`, ``, `{"a":"é"}`} {
+		if r := CheckArgumentText(json.RawMessage(raw)); r != nil {
+			t.Errorf("%q refused: %s", raw, r.Sentence)
+		}
+	}
+	r := CheckArgumentText(json.RawMessage(`{"path":"ok","query":{"q":"a\u0000"}}`))
+	if r == nil || !strings.Contains(r.Sentence, "query.q") {
+		t.Fatalf("the argument is not named: %v", r)
+	}
+}

@@ -76,12 +76,20 @@ func describeAuthors(as []Author) string {
 
 // Fence wraps body as text its authors wrote. Empty text stays empty: there
 // is nothing to label.
-func Fence(body string, as []Author) string {
+func Fence(body string, as []Author) string { return FenceAs("", body, as) }
+
+// FenceAs is Fence naming what the text is in the fence's label
+// ("artifact_row": a datastore row, its fields as JSON), so a reader tells
+// structured data from prose without guessing.
+func FenceAs(what, body string, as []Author) string {
 	if body == "" {
 		return ""
 	}
 	id := fenceID(body)
-	return fmt.Sprintf("%s%s by=%s | %s>>>\n%s\n%s%s>>>", FenceOpen, id, describeAuthors(as), reliance(as), body, FenceClose, id)
+	if what != "" {
+		what = "what=" + what + " "
+	}
+	return fmt.Sprintf("%s%s %sby=%s | %s>>>\n%s\n%s%s>>>", FenceOpen, id, what, describeAuthors(as), reliance(as), body, FenceClose, id)
 }
 
 // Unfence returns body without the fences it was read in: a description or
@@ -205,7 +213,10 @@ type Envelope struct {
 }
 
 // Fence fences body as its authors' and remembers them for the envelope.
-func (e *Envelope) Fence(body string, as []Author) string {
+func (e *Envelope) Fence(body string, as []Author) string { return e.FenceAs("", body, as) }
+
+// FenceAs is Fence naming what the text is (see FenceAs).
+func (e *Envelope) FenceAs(what, body string, as []Author) string {
 	if body == "" {
 		return ""
 	}
@@ -215,7 +226,7 @@ func (e *Envelope) Fence(body string, as []Author) string {
 	for _, a := range as {
 		e.seen[a.String()] = true
 	}
-	return Fence(body, as)
+	return FenceAs(what, body, as)
 }
 
 // Provenance labels the answer the envelope's fences went into.

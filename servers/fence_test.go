@@ -107,3 +107,19 @@ func TestRefence(t *testing.T) {
 		t.Fatalf("Refence of unchanged text = %q", got)
 	}
 }
+
+// WR-10 for artifact rows: a fence may say what it holds, and is still a
+// fence Unfence and Refence know.
+func TestFenceAsNamesWhatItHolds(t *testing.T) {
+	f := FenceAs("artifact_row", `{"a":1}`, mixed)
+	if !strings.Contains(f, "what=artifact_row by=@ada (human), @alan (agent)") {
+		t.Fatalf("label: %q", f)
+	}
+	if Unfence(f) != `{"a":1}` {
+		t.Fatalf("Unfence: %q", Unfence(f))
+	}
+	changed := strings.Replace(f, `"a"`, `"b"`, 1)
+	if Unfence(Refence(f, changed)) != `{"b":1}` {
+		t.Fatal("a changed row fence is not re-issued")
+	}
+}

@@ -15,14 +15,16 @@ import (
 
 // activity is one row of the feed.
 type activity struct {
-	ID      string          `json:"id"`
-	At      time.Time       `json:"at"`
-	Actor   servers.Author  `json:"actor"`
-	Action  string          `json:"action"`
-	Project string          `json:"project,omitempty"`
-	Item    string          `json:"item,omitempty"`
-	Summary string          `json:"summary"`
-	Detail  json.RawMessage `json:"detail,omitempty"` // the change record, texts included
+	ID    string         `json:"id"`
+	At    time.Time      `json:"at"`
+	Actor servers.Author `json:"actor"`
+	// OperatorID is the credential the change came through (OPS-4).
+	OperatorID string          `json:"operator_id,omitempty"`
+	Action     string          `json:"action"`
+	Project    string          `json:"project,omitempty"`
+	Item       string          `json:"item,omitempty"`
+	Summary    string          `json:"summary"`
+	Detail     json.RawMessage `json:"detail,omitempty"` // the change record, texts included
 }
 
 // ---- list_activity / get_activity ----
@@ -35,13 +37,14 @@ type listActivityIn struct {
 }
 
 type activityRow struct {
-	ID      string `json:"id"`
-	At      string `json:"at"`
-	Actor   string `json:"actor"`
-	Action  string `json:"action"`
-	Project string `json:"project,omitempty"`
-	Item    string `json:"item,omitempty"`
-	Summary string `json:"summary"`
+	ID         string `json:"id"`
+	At         string `json:"at"`
+	Actor      string `json:"actor"`
+	OperatorID string `json:"operator_id,omitempty"`
+	Action     string `json:"action"`
+	Project    string `json:"project,omitempty"`
+	Item       string `json:"item,omitempty"`
+	Summary    string `json:"summary"`
 }
 
 type listActivityOut struct {
@@ -103,7 +106,7 @@ func (s *srv) listActivity(_ context.Context, _ authority.Caller, in listActivit
 			if (in.Project != "" && !strings.EqualFold(a.Project, in.Project)) || (item != "" && a.Item != item) {
 				continue
 			}
-			out.Activity = append(out.Activity, activityRow{ID: a.ID, At: a.At.Format("2006-01-02T15:04:05.000Z07:00"), Actor: a.Actor.Seat, Action: a.Action, Project: a.Project, Item: a.Item, Summary: a.Summary})
+			out.Activity = append(out.Activity, activityRow{ID: a.ID, At: a.At.Format("2006-01-02T15:04:05.000Z07:00"), Actor: a.Actor.Seat, OperatorID: a.OperatorID, Action: a.Action, Project: a.Project, Item: a.Item, Summary: a.Summary})
 		}
 		return nil
 	})
@@ -138,7 +141,7 @@ func (s *srv) getActivity(_ context.Context, _ authority.Caller, in getActivityI
 			return authority.Refuse(authority.NotFound, "No activity has the id %q.", in.ID)
 		}
 		e := envelope()
-		out.Activity = activityRow{ID: a.ID, At: a.At.Format("2006-01-02T15:04:05.000Z07:00"), Actor: a.Actor.Seat, Action: a.Action, Project: a.Project, Item: a.Item, Summary: a.Summary}
+		out.Activity = activityRow{ID: a.ID, At: a.At.Format("2006-01-02T15:04:05.000Z07:00"), Actor: a.Actor.Seat, OperatorID: a.OperatorID, Action: a.Action, Project: a.Project, Item: a.Item, Summary: a.Summary}
 		out.Actor = a.Actor
 		if len(a.Detail) > 0 {
 			// The change record can hold text the actor wrote; every

@@ -473,3 +473,58 @@ func applyFileRemove(a *applier) (any, error) {
 	}
 	return fileResult{Project: pl.Project, Path: pl.Path, Removed: true}, nil
 }
+
+// ProjectFile is a project file as another first-party server on the node
+// reads it (the artifact store publishes a project's file or a directory
+// of them): where its bytes are in the node's blob store and the digest
+// they are checked against, never the bytes themselves.
+type ProjectFile struct {
+	Path    string
+	Type    string
+	Blob    string
+	Digest  string
+	Size    int
+	Writers []servers.Author
+}
+
+// ProjectFiles reads project's file at p or, when p ends in "/", every
+// file under that directory, in path order; none is found as an empty
+// list. The tracker owns its layout, so nobody else reads its rows
+// directly.
+func ProjectFiles(r pebble.Reader, project, p string) ([]ProjectFile, error) {
+	project = strings.ToUpper(strings.TrimSpace(project))
+	dirOnly := strings.HasSuffix(p, "/")
+	clean, err := cleanPath(strings.TrimSuffix(p, "/"))
+	if err != nil && p != "/" {
+		return nil, err
+	}
+	var out []ProjectFile
+	conv := func(f file) ProjectFile {
+		return ProjectFile{Path: f.Path, Type: f.Type, Blob: f.Blob, Digest: f.Digest, Size: f.Size, Writers: slices.Clone(f.Writers)}
+	}
+	if !dirOnly {
+		var f file
+		found, err := getJSON(r, fileKey(project, clean), &f)
+		if err != nil || !found {
+			return nil, err
+		}
+		return []ProjectFile{conv(f)}, nil
+	}
+	prefix := kFile + project + "/"
+	if p != "/" {
+		prefix += clean + "/"
+	}
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper(prefix)})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		var f file
+		if err := json.Unmarshal(it.Value(), &f); err != nil {
+			return nil, err
+		}
+		out = append(out, conv(f))
+	}
+	return out, nil
+}

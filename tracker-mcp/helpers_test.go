@@ -1,14 +1,18 @@
 package tracker
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
+	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/servers/serverstest"
 	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/state/statetest"
@@ -17,7 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, searchtest.LeakOptions()...)
 }
 
 func testDirectory() *authority.Directory {
@@ -54,9 +58,14 @@ type harness struct {
 	dir  string // the node's data directory
 	node *state.Node
 	log  *statetest.FaultLog
+	ix   *search.Index
 }
 
-func newHarness(t testing.TB) *harness {
+func newHarness(t testing.TB) *harness { return newHarnessWith(t, nil) }
+
+// newHarnessWith is a tracker whose search ranks by meaning with emb (nil:
+// keyword only).
+func newHarnessWith(t testing.TB, emb search.Embedder) *harness {
 	t.Helper()
 	var logger *slog.Logger
 	if os.Getenv("TRACKER_TEST_LOG") != "" {
@@ -64,8 +73,13 @@ func newHarness(t testing.TB) *harness {
 	}
 	dir := t.TempDir()
 	node, f := statetest.OpenFaulty(t, dir, state.Options{Projectors: Projectors(), Logger: logger})
-	h := &harness{t: t, dir: dir, node: node, log: f}
-	h.connect(Deps{Node: node, Directory: testDirectory, Logger: logger})
+	ix, err := OpenSearch(context.Background(), node, filepath.Join(dir, "search"), emb, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() }) // before the node's, registered earlier
+	h := &harness{t: t, dir: dir, node: node, log: f, ix: ix}
+	h.connect(Deps{Node: node, Directory: testDirectory, Logger: logger, Search: ix})
 	return h
 }
 

@@ -32,9 +32,9 @@ const (
 	kTurnNote  = "trk/tc/"   // + item id/turn key -> comment id
 	kWake      = "trk/wake/" // + pos(16 hex)/n(4) -> wake event
 	kFile      = "trk/file/" // + PROJ/path -> file
-	kPosting   = "trk/tok/"  // + term/\x00/KEY -> term frequency
-	kDocLen    = "trk/dl/"   // + KEY -> indexed length
-	kStats     = "trk/stats" // documents and total length
+	// trk/tok/, trk/dl/ and trk/stats held a keyword index of this
+	// package's own; search now lives in package search, and the prefixes
+	// are not to be reused (a projection built before keeps those rows).
 )
 
 // upper is the exclusive upper bound of every key starting with prefix.

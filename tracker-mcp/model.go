@@ -64,10 +64,13 @@ type comment struct {
 // historyRow describes a change; it never quotes text (a row is kept forever
 // on every node), it says what moved and by how much.
 type historyRow struct {
-	At     time.Time `json:"at"`
-	By     string    `json:"by"`
-	Field  string    `json:"field"`
-	Change string    `json:"change"`
+	At time.Time `json:"at"`
+	By string    `json:"by"`
+	// OperatorID is the credential the change came through, on the
+	// operator surface (OPS-4); a seat's own change has none.
+	OperatorID string `json:"operator_id,omitempty"`
+	Field      string `json:"field"`
+	Change     string `json:"change"`
 }
 
 type item struct {

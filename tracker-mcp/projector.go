@@ -72,8 +72,9 @@ func (a *applier) ensureProject(decl projectDecl) (*project, error) {
 
 func (a *applier) putProject(p *project) error { return setJSON(a.B, kProject+p.Key, p) }
 
-// putItem writes an item and keeps its summary and indexes in step with it.
-// old is the item as it was (nil for a new one).
+// putItem writes an item and keeps its summary and indexes in step with it,
+// and marks it for the search index when its searchable text changed. old
+// is the item as it was (nil for a new one).
 func (a *applier) putItem(old, it *item) error {
 	if old != nil {
 		if err := a.unindex(old); err != nil {
@@ -97,7 +98,7 @@ func (a *applier) putItem(old, it *item) error {
 	if err := a.count(it.Project, it.Status, +1); err != nil {
 		return err
 	}
-	return a.indexText(it)
+	return a.touchSearch(old, it)
 }
 
 func (a *applier) unindex(old *item) error {
@@ -106,10 +107,7 @@ func (a *applier) unindex(old *item) error {
 			return err
 		}
 	}
-	if err := a.count(old.Project, old.Status, -1); err != nil {
-		return err
-	}
-	return a.unindexText(old)
+	return a.count(old.Project, old.Status, -1)
 }
 
 func (a *applier) count(proj, status string, delta int) error {
@@ -142,14 +140,14 @@ func children(r pebble.Reader, key string) ([]string, error) {
 }
 
 func (a *applier) history(it *item, field, change string) {
-	it.History = append(it.History, historyRow{At: a.At(), By: a.By.Seat, Field: field, Change: change})
+	it.History = append(it.History, historyRow{At: a.At(), By: a.By.Seat, OperatorID: a.Op.Caller.OperatorID, Field: field, Change: change})
 }
 
 // activity adds a row to the feed; detail is the change record, texts
 // included, which get_activity answers fenced as the actor's.
 func (a *applier) activity(action, proj, key, sum string, detail any) error {
 	id := fmt.Sprintf("%016x.%04d", a.Pos, a.Seq())
-	row := activity{ID: "act_" + id, At: a.At(), Actor: a.By, Action: action, Project: proj, Item: key, Summary: sum}
+	row := activity{ID: "act_" + id, At: a.At(), Actor: a.By, OperatorID: a.Op.Caller.OperatorID, Action: action, Project: proj, Item: key, Summary: sum}
 	if detail != nil {
 		d, err := json.Marshal(detail)
 		if err != nil {

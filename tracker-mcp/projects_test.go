@@ -57,3 +57,28 @@ func TestProjectsCatalogueActivity(t *testing.T) {
 		t.Fatal("the next page repeated the first")
 	}
 }
+
+// OPS-4: history and activity say who wrote and, for a person's write on
+// the operator surface, the credential it came through; a seat's own
+// write names none.
+func TestAttributionNamesTheCredential(t *testing.T) {
+	h := newHarness(t)
+	key := h.ok(ada, "create_work_item", map[string]any{"title": "Attributed"})["key"]
+	h.ok(ciBot, "update_work_item", map[string]any{"key": key, "priority": "high"})
+	h.ok(alan, "update_work_item", map[string]any{"key": key, "status": "in_progress"})
+	hist := h.ok(ada, "get_work_item", map[string]any{"key": key})["item"].(map[string]any)["history"].([]any)
+	want := [][2]string{{"ada", "laptop"}, {"token:ci", "ci"}, {"alan", ""}}
+	if len(hist) != len(want) {
+		t.Fatalf("history %v", hist)
+	}
+	for i, w := range want {
+		row := hist[i].(map[string]any)
+		if row["by"] != w[0] || (row["operator_id"] != nil && row["operator_id"] != w[1]) || (w[1] != "" && row["operator_id"] != w[1]) {
+			t.Errorf("history row %d %v, want by %s operator_id %q", i, row, w[0], w[1])
+		}
+	}
+	feed := h.ok(ada, "list_activity", map[string]any{"item": key})["activity"].([]any)
+	if len(feed) != 3 || feed[1].(map[string]any)["operator_id"] != "ci" || feed[2].(map[string]any)["operator_id"] != "laptop" || feed[0].(map[string]any)["operator_id"] != nil {
+		t.Fatalf("activity %v", feed)
+	}
+}

@@ -1,7 +1,10 @@
 package tracker
 
 import (
+	"context"
+	"io"
 	"log/slog"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/standalone"
 	"github.com/crewlet/hub/servers/state"
 )
@@ -28,6 +32,9 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Now is the clock writes are stamped with; nil means time.Now.
 	Now func() time.Time
+	// Search is the items' search index (OpenSearch over Node); nil
+	// answers search_work_items unavailable.
+	Search *search.Index
 }
 
 // Name is the tracker's name as a first-party server.
@@ -41,12 +48,21 @@ func NewServer(d Deps, trust servers.Trust) *mcp.Server {
 	return s
 }
 
-// Standalone is the tracker as `crewlet tracker-mcp` runs it on its own.
+// Standalone is the tracker as `crewlet tracker-mcp` runs it on its own:
+// its search index lives under the data directory's state/search.
 var Standalone = standalone.Server{
 	Name:       Name,
 	Projectors: Projectors(),
-	New: func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust) *mcp.Server {
-		return NewServer(Deps{Node: node, Directory: dir, Logger: log}, trust)
+	Open: func(ctx context.Context, r standalone.Resources) (any, io.Closer, error) {
+		ix, err := OpenSearch(ctx, r.Node, filepath.Join(r.DataDir, "state", "search"), r.Embedder, r.Logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		return ix, ix, nil
+	},
+	New: func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust, deps any) *mcp.Server {
+		ix, _ := deps.(*search.Index)
+		return NewServer(Deps{Node: node, Directory: dir, Logger: log, Search: ix}, trust)
 	},
 }
 

@@ -71,7 +71,7 @@ func TestSeatRetryIsOneOperation(t *testing.T) {
 	}
 	// A fresh server on the same node (a restart of the process serving
 	// the tools) derives the same operation for the same turn.
-	h.connect(Deps{Node: h.node, Directory: testDirectory})
+	h.connect(Deps{Node: h.node, Directory: testDirectory, Search: h.ix})
 	e := h.ok(alan, "create_work_item", args)
 	if e["key"] != a["key"] || h.countItems() != 3 {
 		t.Fatalf("after a restart the retry landed again: %v", e)
@@ -187,7 +187,7 @@ func TestLedgerCannotVouch(t *testing.T) {
 	// after the instant the hidden call's turn began.
 	now := time.Now()
 	clock := func() time.Time { return now }
-	h.connect(Deps{Node: h.node, Directory: testDirectory, Now: func() time.Time { return clock() }})
+	h.connect(Deps{Node: h.node, Directory: testDirectory, Search: h.ix, Now: func() time.Time { return clock() }})
 	h.log.Set(func(f *statetest.Faults) { f.Hide = 1 })
 	args := map[string]any{"title": "Hidden from this node"}
 	first := h.refused(alan, "create_work_item", args, authority.Unavailable)

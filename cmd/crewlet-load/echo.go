@@ -52,6 +52,9 @@ func echoServer(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("echo-server takes flags only; %q is not one", fs.Arg(0))
+	}
 	switch {
 	case *stdio && *addr == "":
 		// Ends when the client closes stdin (the hub stopping), or on a

@@ -2,6 +2,7 @@
 // upstream called directly and through the hub, in one run, side by side.
 //
 //	crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64]
+//	crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s]
 //	crewlet-load echo-server (--stdio | --http ADDR)
 //
 // The binary is also the echo upstream it measures, so the hub can start it
@@ -19,6 +20,7 @@ import (
 
 const usage = `usage:
   crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--rounds 1] [--hub-env K=V]... [--max-calls N] [--keep]
+  crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s] [--call-timeout 30s] [--keep]
   crewlet-load echo-server (--stdio | --http ADDR)`
 
 func main() {
@@ -33,6 +35,8 @@ func main() {
 	switch os.Args[1] {
 	case "run":
 		err = run(ctx, os.Args[2:])
+	case "soak":
+		err = soak(ctx, os.Args[2:])
 	case "echo-server":
 		err = echoServer(ctx, os.Args[2:])
 	default:

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +45,11 @@ func run(ctx context.Context, args []string) (err error) {
 	keep := fs.Bool("keep", false, "keep the temporary directory (company file, hub log)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// Parsing stops at the first word that is not a flag: whatever
+	// follows would be silently ignored, flags included.
+	if fs.NArg() > 0 {
+		return fmt.Errorf("run takes flags only; %q is not one", fs.Arg(0))
 	}
 	levels, err := parseLevels(*sessionList)
 	if err != nil {
@@ -169,7 +175,7 @@ func run(ctx context.Context, args []string) (err error) {
 			for k, t := range targets {
 				m, err := measure(ctx, t, n, opts)
 				if err != nil {
-					printTable(rows)
+					printTable(os.Stdout, rows)
 					return err
 				}
 				fmt.Printf("  %-13s x%-3d round %d: %9.0f calls/s\n", t.path, n, r+1, m.rate())
@@ -181,7 +187,7 @@ func run(ctx context.Context, args []string) (err error) {
 			rows = append(rows, median(ms))
 		}
 	}
-	printTable(rows)
+	printTable(os.Stdout, rows)
 	return nil
 }
 
@@ -321,7 +327,9 @@ func waitTools(ctx context.Context, url, token string, tr http.RoundTripper, tim
 	}
 }
 
-func printTable(rows []measurement) {
+// printTable writes the rows as the table the README shows, with the hub
+// path's rate as a share of the direct path's at the same concurrency.
+func printTable(out io.Writer, rows []measurement) {
 	if len(rows) == 0 {
 		return
 	}
@@ -331,8 +339,8 @@ func printTable(rows []measurement) {
 			direct[m.sessions] = m.rate()
 		}
 	}
-	fmt.Println()
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "path\tsessions\tcalls/s\tp50\tp99\tfailed\thub/direct\tCPU µs/call: client\thub\tupstream\t")
 	for _, m := range rows {
 		ratio := "-"

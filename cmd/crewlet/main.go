@@ -1,7 +1,7 @@
 // Command crewlet runs the Crewlet hub and its tools.
 //
-//	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
-//	crewlet tracker-mcp | knowledge-mcp [flags]   (one first-party server on its own)
+//	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [--metrics-listen ADDR] [-debug]
+//	crewlet tracker-mcp | knowledge-mcp | artifacts-mcp [flags]   (one first-party server on its own)
 //	crewlet config check FILE
 //	crewlet secrets set NAME   (value on stdin)
 package main
@@ -13,9 +13,10 @@ import (
 )
 
 const usage = `usage:
-  crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [-debug]
+  crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [--metrics-listen ADDR] [-debug]
   crewlet tracker-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
   crewlet knowledge-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
+  crewlet artifacts-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
   crewlet config check FILE
   crewlet config default
   crewlet config import FILE [--store-secrets] [--data-dir DIR]   (Claude Desktop, Cursor or VS Code MCP config)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/serve"
 	"github.com/crewlet/hub/servers/state"
 )
@@ -32,6 +33,8 @@ func serveCmd(args []string) error {
 	replicas := fs.Int("replicas", 0, "copies of the log and buckets a fleet keeps (default 3, or the nodes an embedded fleet has if fewer)")
 	leaseTTL := fs.Duration("lease-ttl", state.DefaultLeaseTTL, "how long a seat's lease lives without a renewal (whole seconds)")
 	heartbeat := fs.Duration("heartbeat", state.DefaultHeartbeat, "how often a node of a fleet renews its leases and publishes its heartbeat")
+	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
+	metricsListen := fs.String("metrics-listen", "", "also serve GET /metrics on this address, without a token (the operator listener serves it behind the token)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,12 +55,14 @@ func serveCmd(args []string) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	return serve.Run(ctx, serve.Options{
-		ConfigFile: *cfgPath,
-		Listen:     *listen,
-		DataDir:    *dataDir,
-		Logger:     newLogger(*debug),
-		Reload:     hup,
-		Fleet:      fleet,
+		ConfigFile:    *cfgPath,
+		Listen:        *listen,
+		DataDir:       *dataDir,
+		Logger:        newLogger(*debug),
+		Reload:        hup,
+		SessionIdle:   *sessionIdle,
+		MetricsListen: *metricsListen,
+		Fleet:         fleet,
 	})
 }
 

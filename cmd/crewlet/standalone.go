@@ -6,9 +6,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/crewlet/hub/artifacts-mcp"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/serve"
 	"github.com/crewlet/hub/knowledge-mcp"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/standalone"
 	"github.com/crewlet/hub/tracker-mcp"
 )
@@ -18,6 +21,7 @@ import (
 var standaloneServers = map[string]standalone.Server{
 	"tracker-mcp":   tracker.Standalone,
 	"knowledge-mcp": knowledge.Standalone,
+	"artifacts-mcp": artifacts.Standalone,
 }
 
 // runStandalone runs one first-party server on its own
@@ -25,7 +29,24 @@ var standaloneServers = map[string]standalone.Server{
 func runStandalone(srv standalone.Server, args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return standalone.Run(ctx, srv, args, standalone.Options{Directory: companyDirectory})
+	return standalone.Run(ctx, srv, args, standalone.Options{Directory: companyDirectory, Embedder: companyEmbedder})
+}
+
+// companyEmbedder is the company file's embeddings model, its variables
+// read from the environment (the standalone server has no secret store);
+// nil for the embedded company, which names none.
+func companyEmbedder(path string, getenv func(string) string) (search.Embedder, error) {
+	c := config.Default()
+	if path != "" {
+		var err error
+		if c, err = loadCompany(path); err != nil {
+			return nil, err
+		}
+	}
+	return serve.Embedder(c, func(name string) (string, bool) {
+		v := getenv(name)
+		return v, v != ""
+	})
 }
 
 // companyDirectory is the seats and units of a company file, or of the

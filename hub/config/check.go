@@ -77,6 +77,8 @@ func (c *Company) check() Violations {
 		add("knowledge.backend: %q is not one of %s", b, strings.Join(knowledgeBackends, ", "))
 	}
 
+	c.checkModels(add)
+
 	servers := map[string]bool{}
 	for i, s := range c.MCPServers {
 		p := fmt.Sprintf("mcp_servers[%d]", i)
@@ -140,6 +142,7 @@ func (c *Company) check() Violations {
 	// Seats: handles unique across the company, whatever their case.
 	handles := map[string]string{} // lower handle -> path
 	seatKind := map[string]string{}
+	seatAdmin := map[string]bool{}
 	checkRole := func(p string, r Role) {
 		if r.Handle != "" {
 			lh := strings.ToLower(r.Handle)
@@ -148,6 +151,7 @@ func (c *Company) check() Violations {
 			} else {
 				handles[lh] = p
 				seatKind[lh] = r.kind()
+				seatAdmin[lh] = r.kind() == "human" && r.Admin
 			}
 		}
 		if r.kind() == "human" && len(r.MCPEnv) > 0 {
@@ -204,6 +208,7 @@ func (c *Company) check() Violations {
 		}
 	}
 
+	c.checkAdminCredential(seatAdmin, add)
 	tokenIDs := map[string]bool{}
 	for i, t := range c.API.Auth.Tokens {
 		p := fmt.Sprintf("api.auth.tokens[%d]", i)
@@ -230,6 +235,25 @@ func (c *Company) check() Violations {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkAdminCredential refuses declared credentials none of which is an
+// administrator's: applied, they would leave nobody who can reload the
+// company, fix its servers or see them (a token whose administrator line
+// was cut off reads like this). A company that declares none is given the
+// generated one, an administrator's.
+func (c *Company) checkAdminCredential(seatAdmin map[string]bool, add func(string, ...any)) {
+	tokens := c.API.Auth.Tokens
+	if len(tokens) == 0 {
+		return
+	}
+	for _, t := range tokens {
+		if (t.Seat == "" && t.Admin) || (t.Seat != "" && seatAdmin[strings.ToLower(t.Seat)]) {
+			return
+		}
+	}
+	add("api.auth.tokens: none of these credentials is an administrator's, so applied they would leave nobody " +
+		"who can reload the company or see its servers; bind one to a person with admin: true, or set admin: true on an unbound one")
 }
 
 func checkMCPEnv(p string, env map[string]map[string]string, servers map[string]bool, add func(string, ...any)) {

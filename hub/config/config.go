@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -25,7 +26,20 @@ type Company struct {
 	Integrations map[string]yaml.Node `yaml:"integrations"`
 	Tracker      Backend              `yaml:"tracker"`
 	Knowledge    Backend              `yaml:"knowledge"`
+	Artifacts    Artifacts            `yaml:"artifacts"`
 	API          API                  `yaml:"api"`
+	// Providers are the model vendors' endpoints, by name; Models picks
+	// the models the hub uses at them (models.go).
+	Providers map[string]Provider `yaml:"providers"`
+	Models    Models              `yaml:"models"`
+}
+
+// Artifacts is the artifact store's company-wide policy.
+type Artifacts struct {
+	// AgentsManageOthers lifts the cap that holds an agent to contributor
+	// on artifacts it does not own (ART-2): with it, an agent shared an
+	// artifact as editor may change its title and its datastore's rules.
+	AgentsManageOthers bool `yaml:"agents_manage_others"`
 }
 
 // Info names the company.
@@ -73,11 +87,29 @@ type MCPServer struct {
 	ToolAnnotations       map[string]map[string]bool `yaml:"tool_annotations"`
 	OptionalKeys          []string                   `yaml:"optional_keys"`
 	StartupTimeoutSeconds int                        `yaml:"startup_timeout_seconds" validate:"gte=0,lte=600"`
+	// CallTimeoutSeconds bounds one tool call to the server; 0 means the
+	// default (DefaultCallTimeout). A call that outlives it is cancelled
+	// at the server and refused unavailable.
+	CallTimeoutSeconds int `yaml:"call_timeout_seconds" validate:"gte=0,lte=3600"`
 	// Delivers names the surface the server's tools put things in front of
 	// people on (CAT-8), when it is not the server itself: a relay that
 	// posts to chat delivers to chat. Unset, a tool delivers to its server
 	// (mcp:<name>); a tool proven read-only delivers nowhere either way.
 	Delivers *string `yaml:"delivers"`
+}
+
+// DefaultCallTimeout bounds a call to a third-party tool when its server
+// sets no call_timeout_seconds: long enough for a slow search or build
+// step, short enough that a server that never answers costs a caller two
+// minutes, not forever.
+const DefaultCallTimeout = 120 * time.Second
+
+// CallTimeout is how long one call to the server's tools may take.
+func (s MCPServer) CallTimeout() time.Duration {
+	if s.CallTimeoutSeconds > 0 {
+		return time.Duration(s.CallTimeoutSeconds) * time.Second
+	}
+	return DefaultCallTimeout
 }
 
 // IsShared reports the effective shared flag (default true).
@@ -162,6 +194,31 @@ func (v Violations) Error() string {
 	return fmt.Sprintf("the company file has %d problems:\n  - %s", len(v), strings.Join(v, "\n  - "))
 }
 
+const emptySentence = "the file is empty: it declares nothing (no unit, seat, MCP server, credential or any other block). " +
+	"A file that is still being written, or was cut short, reads like this; a company declares at least one of them"
+
+// declaresNothing reports a document with no block in it at all: empty,
+// only comments, null or an empty mapping. It reads the document's own
+// keys, so a block added to the file's schema later counts without this
+// rule having to know it.
+func declaresNothing(data []byte) bool {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return false // not valid YAML: said as such, not as empty
+	}
+	if root.Kind == 0 || len(root.Content) == 0 {
+		return true
+	}
+	doc := root.Content[0]
+	switch doc.Kind {
+	case yaml.MappingNode:
+		return len(doc.Content) == 0
+	case yaml.ScalarNode:
+		return doc.Tag == "!!null"
+	}
+	return false
+}
+
 // Parse decodes and checks a document. Unknown keys, type errors and rule
 // violations come back together as Violations. ${VAR} references are not
 // resolved here; Resolve does that against an environment.
@@ -180,11 +237,16 @@ func Parse(data []byte) (*Company, error) {
 				out = append(out, e)
 			}
 		case err.Error() == "EOF":
-			// An empty document is an empty company; the rules below say
-			// what it lacks.
+			// No document at all: see below.
 		default:
 			return nil, Violations{"the file is not valid YAML: " + err.Error()}
 		}
+	}
+	if declaresNothing(data) {
+		// A file an editor is still writing, or one truncated to nothing,
+		// reads as an empty company, which would run no seat and no server
+		// and trade every credential for the generated one.
+		return &c, Violations{emptySentence}
 	}
 	out = append(out, c.check()...)
 	if len(out) > 0 {

@@ -130,16 +130,32 @@ func TestEffectiveTransportAndShared(t *testing.T) {
 	}
 }
 
+// FuzzParse holds the parser of the company file, which a stranger's
+// PUT /config/mcp-servers body and a half-saved file both reach, to a
+// report or a company that can be administered: never a panic, never an
+// accepted document that is empty or leaves nobody an administrator's
+// credential (issue 15, finding 3). Every check document seeds it, and so
+// does each of them cut short, as an editor's save leaves a file.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/check/*.yaml")
 	for _, p := range files {
 		b, _ := os.ReadFile(p)
 		f.Add(b)
+		f.Add(b[:len(b)/2])
 	}
+	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err == nil && c == nil {
 			t.Fatal("nil company without error")
+		}
+		if err == nil {
+			if declaresNothing(data) {
+				t.Fatalf("an empty company was accepted: %q", data)
+			}
+			if !administered(c) {
+				t.Fatalf("a company nobody administers was accepted: %q", data)
+			}
 		}
 		if err != nil {
 			var v Violations
@@ -148,4 +164,70 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// administered reports whether one of the company's credentials is an
+// administrator's.
+func administered(c *Company) bool {
+	tokens, _ := c.Credentials()
+	dir := c.Directory()
+	for _, t := range tokens {
+		if t.Seat == "" && t.Admin {
+			return true
+		}
+		if s, ok := dir.Seat(t.Seat); t.Seat != "" && ok && s.Admin {
+			return true
+		}
+	}
+	return false
+}
+
+// The embeddings model resolves its provider's ${VAR}s like every other
+// value of the company file; an unset key is named, never sent empty; a
+// known model brings its limit; the key is among the values redacted from
+// results.
+func TestEmbeddingsResolve(t *testing.T) {
+	c, err := Parse([]byte(`
+providers:
+  local: {api: openai, base_url: "http://${LLM_HOST}/v1", api_key: "${LOCAL_API_KEY}"}
+  cloud: {api: openai}
+models:
+  embeddings: {provider: local, model: nomic-embed-text}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"LLM_HOST": "127.0.0.1:11434", "LOCAL_API_KEY": "sk-secret"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	spec, ok, err := c.Embeddings(lookup)
+	if err != nil || !ok {
+		t.Fatalf("Embeddings: %v %v", ok, err)
+	}
+	want := EmbeddingsSpec{Provider: "local", BaseURL: "http://127.0.0.1:11434/v1", APIKey: "sk-secret", Model: "nomic-embed-text", MaxInputTokens: 8192}
+	if spec != want {
+		t.Fatalf("spec %+v, want %+v", spec, want)
+	}
+	if strings.Contains(spec.String(), "sk-secret") {
+		t.Fatalf("the spec's text shows the key: %s", spec)
+	}
+	found := false
+	for _, v := range c.ReferencedValues(lookup) {
+		found = found || v == "sk-secret"
+	}
+	if !found {
+		t.Fatal("the provider's key is not among the values redacted from results")
+	}
+	delete(env, "LOCAL_API_KEY")
+	if _, _, err := c.Embeddings(lookup); err == nil || !strings.Contains(err.Error(), "LOCAL_API_KEY") {
+		t.Fatalf("an unset key: %v", err)
+	}
+
+	c.Models.Embeddings = &ModelRef{Provider: "cloud", Model: "text-embedding-3-small"}
+	if spec, _, err := c.Embeddings(lookup); err != nil || spec.BaseURL != "https://api.openai.com/v1" || spec.MaxInputTokens != 8191 || spec.APIKey != "" {
+		t.Fatalf("the vendor's defaults: %+v %v", spec, err)
+	}
+	c.Models.Embeddings = nil
+	if _, ok, err := c.Embeddings(lookup); ok || err != nil {
+		t.Fatalf("no model: %v %v", ok, err)
+	}
 }

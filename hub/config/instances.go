@@ -100,9 +100,10 @@ func (s MCPServer) Declared() upstream.Declared {
 
 // ReferencedValues lists what every ${VAR} the revision's instances are
 // started with resolves to, so a server that echoes its own credential
-// back in a tool result does not hand it to the caller.
+// back in a tool result does not hand it to the caller; and so do the
+// model providers' keys.
 func (c *Company) ReferencedValues(lookup Lookup) []string {
-	var out []string
+	out := c.providerValues(lookup)
 	add := func(v string) {
 		for _, name := range upstream.References(v) {
 			if val, ok := lookup(name); ok && val != "" {

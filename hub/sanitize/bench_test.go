@@ -77,3 +77,42 @@ func BenchmarkResult(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTextHostile measures OUT-1's promise that no input makes
+// sanitising slow: every scan is linear, so each kind of hostile text runs
+// at about the same MB/s at 128 KiB as at 1 MiB, where a quadratic scan
+// would slow down eightfold. Compare the two sizes of one kind:
+//
+//	go test ./hub/sanitize -run '^$' -bench TextHostile
+//
+// It is a benchmark, not a test, because a ratio of times measured on a
+// shared machine is not something a test can assert without either
+// flaking or forgiving a real regression.
+func BenchmarkTextHostile(b *testing.B) {
+	units := []struct{ name, unit string }{
+		{"chained-slack-prefixes", "xoxb-"},
+		{"chained-keys", "token="},
+		{"chained-headers", "authorization:"},
+		{"quotes", `"`},
+		{"colons", ":"},
+		{"begin-lines-without-end", "-----BEGIN RSA PRIVATE KEY-----\n"},
+		{"many-jwt-starts", "eyJaaaa."},
+		{"bearer-words", "bearer "},
+		{"open-osc-strings", "\x1b]"},
+		{"repeated-secret", "a"},
+	}
+	s := New("aaaaaaaaaaaaaaaa")
+	for _, u := range units {
+		for _, size := range []int{128 << 10, 1 << 20} {
+			in := strings.Repeat(u.unit, size/len(u.unit))
+			b.Run(fmt.Sprintf("%s/%dKiB", u.name, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(in)))
+				for b.Loop() {
+					if _, err := s.Text(in); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

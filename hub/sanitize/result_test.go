@@ -222,6 +222,32 @@ func TestResultRejectsBinaryText_OUT1(t *testing.T) {
 			"the tool's result held binary data in its structured content at $.v (invalid UTF-8 at byte 1); binary data must be sent as image, audio or blob resource content",
 		},
 		{
+			"path keys written as identifiers only where they are one",
+			&mcp.CallToolResult{StructuredContent: map[string]any{"0lead": map[string]any{"in9": map[string]any{"9": map[string]any{"_x0": "\xff"}}}}},
+			`the tool's result held binary data in its structured content at $["0lead"].in9["9"]._x0 (invalid UTF-8 at byte 0); binary data must be sent as image, audio or blob resource content`,
+		},
+		{
+			// json:"-" leaves a field out; json:"-," names it "-".
+			"typed field named - is checked, a field left out is not",
+			&mcp.CallToolResult{StructuredContent: dashFields{Skip: "a\xff", Dash: "\xff"}},
+			`the tool's result held binary data in its structured content at $["-"] (invalid UTF-8 at byte 0); binary data must be sent as image, audio or blob resource content`,
+		},
+		{
+			"typed map with a non-string key",
+			&mcp.CallToolResult{StructuredContent: map[int]string{7: "\xff"}},
+			`the tool's result held binary data in its structured content at $["7"] (invalid UTF-8 at byte 0); binary data must be sent as image, audio or blob resource content`,
+		},
+		{
+			"typed map with an invalid key",
+			&mcp.CallToolResult{StructuredContent: map[string]string{"k\xff": "v"}},
+			"the tool's result held binary data in a key of its structured content (invalid UTF-8 at byte 1); binary data must be sent as image, audio or blob resource content",
+		},
+		{
+			"typed map, one bad value among good ones",
+			&mcp.CallToolResult{StructuredContent: map[string]string{"a": "1", "b": "2", "c": "3", "d": "4", "e": "5", "f": "6", "bad": "\xff"}},
+			"the tool's result held binary data in its structured content at $.bad (invalid UTF-8 at byte 0); binary data must be sent as image, audio or blob resource content",
+		},
+		{
 			"_meta",
 			&mcp.CallToolResult{Meta: mcp.Meta{"k": "\x00"}},
 			"the tool's result held binary data in its _meta at $.k (a NUL byte at byte 0); binary data must be sent as image, audio or blob resource content",
@@ -245,6 +271,13 @@ func TestResultRejectsBinaryText_OUT1(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dashFields has a field encoding/json leaves out and one it names "-".
+type dashFields struct {
+	Skip string `json:"-"`
+	//lint:ignore SA5008 a field named "-" is the case under test
+	Dash string `json:"-,"`
 }
 
 // rawMarshaler marshals to its own bytes, whatever they are.
@@ -371,5 +404,41 @@ func TestResult5MiBTextPassesWhole_OUT1(t *testing.T) {
 	}
 	if got := out.Content[0].(*mcp.TextContent).Text; got != in {
 		t.Fatalf("5 MiB text changed: %d bytes, want %d", len(got), len(in))
+	}
+}
+
+// OUT-1: typed binary content passes as the protocol defines it, but what
+// rides beside it is text like any other: the _meta and annotations of an
+// image, an audio clip and a resource link are sanitised in a copy, and
+// the caller's items are left as they were.
+func TestResultSanitisesMetaOfTypedContent_OUT1(t *testing.T) {
+	build := func() []mcp.Content {
+		return []mcp.Content{
+			&mcp.ImageContent{Data: slicesClone(binaryBytes), MIMEType: "image/png",
+				Meta: mcp.Meta{"source": "password=hunter2"}, Annotations: &mcp.Annotations{Priority: 0.1}},
+			&mcp.AudioContent{Data: slicesClone(binaryBytes), MIMEType: "audio/wav",
+				Meta: mcp.Meta{"source": "password=hunter2"}, Annotations: &mcp.Annotations{Priority: 0.2}},
+			&mcp.ResourceLink{URI: "file:///a", Name: "a", Meta: mcp.Meta{"source": "password=hunter2"}},
+		}
+	}
+	in := &mcp.CallToolResult{Content: build()}
+	out, err := New().Result(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range out.Content {
+		b, _ := json.Marshal(c)
+		if !strings.Contains(string(b), `"source":"password=[REDACTED]"`) {
+			t.Errorf("item %d: %s", i, b)
+		}
+		if c == in.Content[i] {
+			t.Errorf("item %d is the caller's own", i)
+		}
+	}
+	if got, want := toJSON(t, in.Content), toJSON(t, build()); got != want {
+		t.Errorf("the input changed:\n got %s\nwant %s", got, want)
+	}
+	if out.Content[1].(*mcp.AudioContent).Annotations == in.Content[1].(*mcp.AudioContent).Annotations {
+		t.Error("the audio item's annotations are shared with the input")
 	}
 }

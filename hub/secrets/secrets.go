@@ -22,7 +22,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/crewlet/hub/hub/atomicfile"
+	"github.com/crewlet/hub/servers/atomicfile"
 )
 
 // MaxValueBytes bounds one secret. A value is stored whole or refused, never

@@ -91,3 +91,77 @@ func TestDamagedStoreRefused(t *testing.T) {
 		t.Fatal("a bad key was accepted")
 	}
 }
+
+// The store is sealed with AES-256: a key file of any other length is
+// refused by name, including the 16 and 24 bytes AES itself would take (and
+// quietly seal with a weaker cipher), and the store it guards stays shut.
+func TestKeyOfWrongLengthRefused(t *testing.T) {
+	for _, n := range []int{0, 16, 24, 31, 33, 64} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, keyFile), make([]byte, n), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(dir)
+		if err == nil || !strings.Contains(err.Error(), keyFile) || !strings.Contains(err.Error(), "32-byte") {
+			t.Errorf("a %d-byte key: store %v, error %v", n, s != nil, err)
+		}
+	}
+	// A 32-byte key of the operator's own is used as it is.
+	dir := t.TempDir()
+	key := []byte("0123456789abcdef0123456789abcdef")
+	if err := os.WriteFile(filepath.Join(dir, keyFile), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Set("A", "value-of-a"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, keyFile)); string(got) != string(key) {
+		t.Fatal("the operator's key was replaced")
+	}
+	if again, err := Open(dir); err != nil {
+		t.Fatal(err)
+	} else if v, ok := again.Lookup("A"); !ok || v != "value-of-a" {
+		t.Fatalf("reopened with the same key: %q %v", v, ok)
+	}
+}
+
+// A value of exactly MaxValueBytes is stored whole, and a Store sees what
+// it has just set, before anything reopens the file.
+func TestSetLargestValueAndReadItBack(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	largest := strings.Repeat("v", MaxValueBytes)
+	if err := s.Set("LARGEST", largest); err != nil {
+		t.Fatalf("a value of exactly %d bytes: %v", MaxValueBytes, err)
+	}
+	if err := s.Set("SMALL", "small-value"); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"LARGEST": largest, "SMALL": "small-value"} {
+		if v, ok := s.Lookup(name); !ok || v != want {
+			t.Errorf("the store that set %s reads %d bytes, %v", name, len(v), ok)
+		}
+	}
+	if names := s.Names(); strings.Join(names, ",") != "LARGEST,SMALL" {
+		t.Errorf("Names = %v", names)
+	}
+	if vals := s.Values(); len(vals) != 2 {
+		t.Errorf("Values gave %d values", len(vals))
+	}
+	if ok, err := s.Delete("SMALL"); !ok || err != nil {
+		t.Fatalf("Delete: %v %v", ok, err)
+	}
+	if ok, err := s.Delete("SMALL"); ok || err != nil {
+		t.Fatalf("Delete of a name no longer held: %v %v", ok, err)
+	}
+	if _, ok := s.Lookup("SMALL"); ok {
+		t.Error("the store that deleted SMALL still reads it")
+	}
+}

@@ -34,7 +34,22 @@ func CheckFile(stdout, stderr io.Writer, path string, env config.Lookup) int {
 			}
 		}
 	}
+	spec, hasModel, err := c.Embeddings(env)
+	var v config.Violations
+	if errors.As(err, &v) {
+		for _, line := range v {
+			fmt.Fprintln(stderr, "warning (this environment):", line)
+		}
+	}
 	fmt.Fprintf(stdout, "%s: ok (%d units, %d MCP servers)\n", path, len(c.Units), len(c.MCPServers))
+	switch {
+	case !hasModel:
+		fmt.Fprintln(stdout, "  search: keyword only (no models.embeddings)")
+	case err == nil:
+		fmt.Fprintf(stdout, "  search: keyword and meaning (%s, at most %d tokens per input)\n", spec.Model, spec.MaxInputTokens)
+	default:
+		fmt.Fprintf(stdout, "  search: keyword and meaning (%s) once its provider's variables are set\n", c.Models.Embeddings.Model)
+	}
 	if _, implicit := c.Credentials(); implicit {
 		fmt.Fprintf(stdout, "  it declares no operator credential (api.auth.tokens), so the hub generates one on its first start,\n"+
 			"  keeps it in DATA_DIR/%s (mode 0600) and prints where it is; $%s, when set, is used instead\n",

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"time"
 
 	"github.com/crewlet/hub/agent-runtime"
+	"github.com/crewlet/hub/artifacts-mcp"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/knowledge-mcp"
@@ -16,21 +18,19 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// openState opens the node's durable log and projection for the native
-// tracker and knowledge base, only when the company runs one of them: a
-// company on vendor backends gets none of their tools (CAT-4). The one log
-// holds both; the returned func closes it. In a fleet the log is the
-// fleet's shared one (the node projects it into its own store, FLT-3), its
-// blobs are the fleet's, and a seat's own writes are fenced on the seat's
-// lease.
-func openState(ctx context.Context, dataDir string, c *config.Company, log *slog.Logger, fleet *fleetConn) (*state.Node, func(), error) {
-	if c.TrackerBackend() != "native" && c.KnowledgeBackend() != "native" {
-		return nil, func() {}, nil
-	}
+// openState opens the node's durable log and projection. Every company
+// has artifacts, so every node opens it, whatever tracker and knowledge
+// base the company runs; the one log holds all of them, and the
+// projectors of all of them are registered, so a log written under one
+// revision replays under any other. The returned func closes it. In a
+// fleet the log is the fleet's shared one (the node projects it into its
+// own store, FLT-3), its blobs are the fleet's, and a seat's own writes
+// are fenced on the seat's lease.
+func openState(ctx context.Context, dataDir string, log *slog.Logger, fleet *fleetConn) (*state.Node, func(), error) {
 	opts := state.Options{
 		Dir:        filepath.Join(dataDir, "state"),
 		Logger:     log.With("component", "state"),
-		Projectors: append(tracker.Projectors(), knowledge.Projectors()...),
+		Projectors: append(append(tracker.Projectors(), knowledge.Projectors()...), artifacts.Projectors()...),
 	}
 	if fleet != nil {
 		blobs, err := fleet.js.Blobs(ctx)
@@ -49,10 +49,32 @@ func openState(ctx context.Context, dataDir string, c *config.Company, log *slog
 	return node, func() { _ = node.Close() }, nil
 }
 
+// takesUploads reports whether the node can take artifact uploads (CAT-5):
+// a blob store (its own object store), a coordination store (a TTL bucket
+// on its own JetStream) and its data node. The embedded node has all
+// three; the check is what keeps the tools off a node that does not.
+func takesUploads(ctx context.Context, node *state.Node) bool {
+	if node == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := node.TTLBucket(ctx, "CREWLET_ARTIFACT_ROOMS")
+	return err == nil
+}
+
+// artifactDeps is what the artifact store is given on this node: the
+// company's policy read per call, and the hub's address once it listens.
+func artifactDeps(node *state.Node, d hub.Deps, baseURL func() string) artifacts.Deps {
+	return artifacts.Deps{Node: node, Directory: d.Directory, Logger: d.Logger, BaseURL: baseURL,
+		ManageOthers: func() bool { c := d.Company(); return c != nil && c.Artifacts.AgentsManageOthers }}
+}
+
 // firstParty lists the servers the hub mounts in-process: the engine's
-// builtins always, the native tracker and knowledge base where the company
-// runs them and the node has its state.
-func firstParty(node *state.Node) []hub.FirstParty {
+// builtins always, the native tracker and knowledge base (each with its
+// search index) where the company runs them, and the artifact store where
+// the node takes uploads.
+func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string) []hub.FirstParty {
 	return []hub.FirstParty{{
 		Name: "builtins",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
@@ -62,13 +84,27 @@ func firstParty(node *state.Node) []hub.FirstParty {
 		Name:    "tracker",
 		Enabled: func(c *config.Company) bool { return node != nil && c.TrackerBackend() == "native" },
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return tracker.NewServer(tracker.Deps{Node: node, Directory: d.Directory, Logger: d.Logger}, t)
+			return tracker.NewServer(tracker.Deps{Node: node, Directory: d.Directory, Logger: d.Logger, Search: ix.tracker}, t)
 		},
 	}, {
 		Name:    "knowledge",
 		Enabled: func(c *config.Company) bool { return node != nil && c.KnowledgeBackend() == "native" },
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return knowledge.NewServer(knowledge.Deps{Node: node, Directory: d.Directory, Logger: d.Logger}, t)
+			return knowledge.NewServer(knowledge.Deps{Node: node, Directory: d.Directory, Logger: d.Logger, Search: ix.knowledge}, t)
+		},
+	}, {
+		Name:    "artifacts",
+		Enabled: func(*config.Company) bool { return uploads },
+		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
+			return artifacts.NewServer(artifactDeps(node, d, baseURL), t)
 		},
 	}}
+}
+
+// artifactFiles is the file route's reader where the node takes uploads.
+func artifactFiles(node *state.Node, uploads bool, baseURL func() string) func(hub.Deps) hub.ArtifactFiles {
+	if !uploads {
+		return nil
+	}
+	return func(d hub.Deps) hub.ArtifactFiles { return artifacts.NewStore(artifactDeps(node, d, baseURL)) }
 }

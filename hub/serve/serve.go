@@ -1,7 +1,7 @@
 // Package serve runs a hub node as `crewlet serve` does: the company (a
 // file or the embedded one), the secret store, the operator credential, the
-// node's durable state, the first-party servers, and the operator surface
-// on a listener, until its context ends. The command is a thin main over
+// node's durable state and its search index, the first-party servers, and
+// the operator surface on a listener, until its context ends. The command is a thin main over
 // Run.
 //
 // Ownership: Run owns everything it opens and closes it all before it
@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/crewlet/hub/hub"
@@ -49,6 +50,15 @@ type Options struct {
 	// Fleet, if set, makes this node one of a fleet; nil runs the
 	// embedded single node.
 	Fleet *FleetOptions
+	// HTTP bounds the HTTP server's timeouts and connections.
+	HTTP HTTPLimits
+	// SessionIdle closes a 2025 operator session unused this long; the
+	// hub's default (30 minutes) if 0.
+	SessionIdle time.Duration
+	// MetricsListen, when set, serves GET /metrics on that address too,
+	// without a token, for a Prometheus that holds none; the operator
+	// listener serves it behind the token either way.
+	MetricsListen string
 }
 
 func (o *Options) ensureDefaults() {
@@ -68,6 +78,9 @@ func (o *Options) ensureDefaults() {
 		o.LookupEnv = os.LookupEnv
 	}
 }
+
+// ShutdownBound is how long a node takes at most to stop once asked.
+const ShutdownBound = 10 * time.Second
 
 // Run serves until ctx ends, then shuts down gracefully: open operator
 // sessions and servers first, then the listener. It returns an error only
@@ -102,7 +115,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	node, closeNode, err := openState(ctx, o.DataDir, company, log, fleet)
+	node, closeNode, err := openState(ctx, o.DataDir, log, fleet)
 	if err != nil {
 		fleet.close()
 		return err
@@ -112,16 +125,51 @@ func Run(ctx context.Context, o Options) error {
 	defer closeNode()
 	defer fleet.close()
 
+	// Opened after the node and closed before it: the index follows it.
+	indexes, closeIndexes, err := openSearch(ctx, o.DataDir, node, company, src.env, log)
+	if err != nil {
+		return err
+	}
+	defer closeIndexes()
+	reload := func() (*config.Company, error) {
+		c, err := src.load()
+		if err == nil {
+			noteModelChange(company, c, log)
+		}
+		return c, err
+	}
+	// Answers carry the URL an artifact is viewed at, known once the
+	// listener is bound.
+	var base atomic.Pointer[string]
+	baseURL := func() string {
+		if b := base.Load(); b != nil {
+			return *b
+		}
+		return ""
+	}
+	uploads := takesUploads(ctx, node)
+
+	tel, err := openTelemetry(ctx, o, node)
+	if err != nil {
+		return err
+	}
+	defer tel.close(log)
+
 	hopts := hub.Options{
-		Company:    company,
-		Env:        src.env,
-		Logger:     log,
-		Reload:     src.load,
-		Redact:     src.storedValues,
-		ConfigFile: o.ConfigFile,
-		FirstParty: firstParty(node),
-		Sanitizer:  clean,
-		Ledger:     ledger,
+		Company:     company,
+		Env:         src.env,
+		Logger:      log,
+		Reload:      reload,
+		Redact:      src.storedValues,
+		ConfigFile:  o.ConfigFile,
+		FirstParty:  firstParty(node, indexes, uploads, baseURL),
+		Artifacts:   artifactFiles(node, uploads, baseURL),
+		Sanitizer:   clean,
+		Ledger:      ledger,
+		SessionIdle: o.SessionIdle,
+		Observers:   tel.observers(),
+		Metrics:     tel.metrics.Handler(),
+		SecretNames: src.secretNames,
 	}
 	if fleet != nil {
 		hopts.Fleet = fleet.hubFleet()
@@ -131,21 +179,32 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer h.Close()
+	tel.reads(h)
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return err
 	}
 	addr := ln.Addr().String()
+	baseAddr := "http://" + addr
+	base.Store(&baseAddr)
 	if err := os.WriteFile(filepath.Join(o.DataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
+	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP)
+	served := make(chan error, 2)
 	var wg conc.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { served <- srv.Serve(ln) })
+	if o.MetricsListen != "" {
+		msrv, err := tel.serveMetrics(o.MetricsListen, o.HTTP, &wg, served)
+		if err != nil {
+			return err
+		}
+		defer msrv.Close()
+		log.Info("metrics_listening", "addr", msrv.Addr)
+	}
 
 	log.Info("hub_listening", "addr", addr, "mcp_url", "http://"+addr+"/operator/mcp", "data_dir", o.DataDir)
 	fleetNote := ""
@@ -164,13 +223,21 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		case <-ctx.Done():
 			log.Info("hub_stopping")
-			shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			shutdown, cancel := context.WithTimeout(context.Background(), ShutdownBound)
 			defer cancel()
-			// Open sessions hold long-lived streams: close them first so
-			// Shutdown does not wait on them.
+			// The hub first: it cuts the calls in flight, each answered
+			// that the hub is shutting down, and ends the open sessions,
+			// whose streams Shutdown would otherwise wait for.
 			h.Close()
-			if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return err
+			if err := srv.Shutdown(shutdown); err != nil {
+				// Whatever is still being answered when the bound runs
+				// out is cut: the bound is the operator's, not a
+				// client's.
+				_ = srv.Close()
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, http.ErrServerClosed) {
+					return err
+				}
+				log.Warn("hub_stopped_connections", "reason", "still open when the shutdown bound ran out", "bound", ShutdownBound.String())
 			}
 			return nil
 		}

@@ -12,11 +12,12 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/crewlet/hub/servers/search/searchtest"
 	"go.uber.org/goleak"
 )
 
 // Everything Run opens it closes before it returns.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, searchtest.LeakOptions()...) }
 
 // syncBuffer is the banner's writer, read while Run writes.
 type syncBuffer struct {

@@ -85,6 +85,11 @@ func (s *sources) env(name string) (string, bool) {
 // storedValues is every sealed value, redacted from every tool result.
 func (s *sources) storedValues() []string { return s.store.Load().Values() }
 
+// secretNames lists the sealed names, never a value, for the screen's
+// form to offer as ${NAME} pointers: the store as the revision in force
+// read it, so a name offered is one a server added now can resolve.
+func (s *sources) secretNames() []string { return s.store.Load().Names() }
+
 // tokenNote says where the generated token is, for the banner; empty when
 // the company brought its own credentials.
 func (s *sources) tokenNote() string {

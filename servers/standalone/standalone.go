@@ -4,8 +4,9 @@
 // directory. Every first-party server's command (crewlet tracker-mcp, ...)
 // is this package with that server's constructor.
 //
-// Ownership: Run owns the state node, the HTTP listener and the goroutine
-// serving it; all are released before it returns.
+// Ownership: Run owns the state node, what the server's Open hook opens
+// beside it (a search index), the HTTP listener and the goroutine serving
+// it; all are released before it returns, the hook's before the node.
 package standalone
 
 import (
@@ -27,6 +28,8 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/atomicfile"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -37,8 +40,25 @@ type Server struct {
 	Name string
 	// Projectors are the server's projectors for its state node.
 	Projectors []state.Projector
-	// New builds the server over node, believing callers under trust.
-	New func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust) *mcp.Server
+	// Open, if set, opens what the server keeps beside its state node (a
+	// search index) once the node is open. deps is handed to New; closer
+	// is closed when Run ends, before the node.
+	Open func(ctx context.Context, r Resources) (deps any, closer io.Closer, err error)
+	// New builds the server over node, believing callers under trust;
+	// deps is what Open answered (nil without Open).
+	New func(node *state.Node, dir func() *authority.Directory, log *slog.Logger, trust servers.Trust, deps any) *mcp.Server
+}
+
+// Resources are what a server's Open hook is lent.
+type Resources struct {
+	Node *state.Node
+	// DataDir is the server's own data directory (the node's is
+	// DataDir/state).
+	DataDir string
+	Logger  *slog.Logger
+	// Embedder is the company's embeddings model (models.embeddings), or
+	// nil when it configures none.
+	Embedder search.Embedder
 }
 
 // Options are what the command hands the runner besides its arguments.
@@ -46,6 +66,10 @@ type Options struct {
 	// Directory loads the company's seats and units from a company file;
 	// "" means the embedded default company.
 	Directory func(configFile string) (*authority.Directory, error)
+	// Embedder makes the company file's embeddings model, resolving its
+	// ${VAR}s with getenv; nil (or a nil answer) means none, and search is
+	// keyword only.
+	Embedder func(configFile string, getenv func(string) string) (search.Embedder, error)
 	// Getenv reads the environment; nil means os.Getenv.
 	Getenv func(string) string
 	// Stdin and Stdout carry the MCP stream over stdio; Stdout also takes
@@ -104,6 +128,15 @@ func Run(ctx context.Context, srv Server, args []string, opts Options) error {
 	if err != nil {
 		return err
 	}
+	var emb search.Embedder
+	if opts.Embedder != nil {
+		if emb, err = opts.Embedder(*cfgPath, opts.Getenv); err != nil {
+			return err
+		}
+		if c, ok := emb.(io.Closer); ok {
+			defer c.Close()
+		}
+	}
 	proof := opts.Getenv(*trustEnv)
 	trust := servers.TrustProof(proof)
 	switch {
@@ -138,7 +171,19 @@ func Run(ctx context.Context, srv Server, args []string, opts Options) error {
 	if !*debug {
 		serverLog = slog.New(slog.NewJSONHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	server := srv.New(node, func() *authority.Directory { return dir }, serverLog, trust)
+	var deps any
+	if srv.Open != nil {
+		var closer io.Closer
+		deps, closer, err = srv.Open(ctx, Resources{Node: node, DataDir: *dataDir, Logger: log, Embedder: emb})
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", srv.Name, err)
+		}
+		if closer != nil {
+			// Deferred after the node's Close, so it runs first.
+			defer closer.Close()
+		}
+	}
+	server := srv.New(node, func() *authority.Directory { return dir }, serverLog, trust, deps)
 
 	if *httpAddr == "" {
 		err := server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(opts.Stdin), Writer: nopWriteCloser{opts.Stdout}})
@@ -177,7 +222,8 @@ func serveHTTP(ctx context.Context, server *mcp.Server, addr, dataDir string, ou
 		return err
 	}
 	bound := ln.Addr().String()
-	if err := os.WriteFile(filepath.Join(dataDir, "listen-addr"), []byte(bound+"\n"), 0o600); err != nil {
+	// Written whole by rename, so a watcher never reads a half-written address.
+	if err := atomicfile.Write(filepath.Join(dataDir, "listen-addr"), []byte(bound+"\n"), 0o600); err != nil {
 		ln.Close()
 		return err
 	}
@@ -192,9 +238,13 @@ func serveHTTP(ctx context.Context, server *mcp.Server, addr, dataDir string, ou
 	case <-ctx.Done():
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err := hs.Shutdown(shutdown)
+		// A connection a client dialled but never used counts as busy for
+		// several seconds; past the grace period the rest is cut.
+		if hs.Shutdown(shutdown) != nil {
+			hs.Close()
+		}
 		<-done
-		return err
+		return nil
 	}
 }
 

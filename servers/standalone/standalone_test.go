@@ -18,11 +18,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers/search"
+	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/servers/standalone"
 	"github.com/crewlet/hub/tracker-mcp"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, searchtest.LeakOptions()...) }
 
 func directory(string) (*authority.Directory, error) {
 	return authority.NewDirectory([]authority.Unit{{ID: "core", Name: "Core", Lead: "admin", Project: "CORE"}}, []authority.Seat{
@@ -70,9 +72,16 @@ func start(t *testing.T, args []string, opts standalone.Options) *running {
 // it: one that puts nothing in its requests' metadata.
 func stdioClient(t *testing.T, args []string, vars map[string]string) *mcp.ClientSession {
 	t.Helper()
+	return stdioClientWith(t, args, standalone.Options{Directory: directory, Getenv: env(vars)})
+}
+
+// stdioClientWith is stdioClient with the runner's options.
+func stdioClientWith(t *testing.T, args []string, opts standalone.Options) *mcp.ClientSession {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	r := start(t, args, standalone.Options{Directory: directory, Getenv: env(vars), Stdin: inR, Stdout: outW, Stderr: io.Discard})
+	opts.Stdin, opts.Stdout, opts.Stderr = inR, outW, io.Discard
+	r := start(t, args, opts)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "0"}, nil).Connect(t.Context(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -139,8 +148,12 @@ func TestAsOverHTTP(t *testing.T) {
 	start(t, []string{"--as", "admin", "--http", "127.0.0.1:0", "--data-dir", dir},
 		standalone.Options{Directory: directory, Getenv: env(map[string]string{"CREWLET_TRUSTED_CALLER": "tok-1"}), Stdout: lockedWriter{&mu, &out}, Stderr: io.Discard})
 	addr := waitAddr(t, filepath.Join(dir, "listen-addr"))
+	// The test's own pool, emptied at the end: a connection dialled and left
+	// unused would otherwise hold the server's graceful shutdown open.
+	pool := &http.Transport{}
+	t.Cleanup(pool.CloseIdleConnections)
 	connect := func(token string) *mcp.ClientSession {
-		tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: &http.Client{Transport: bearer{token}}}
+		tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/", HTTPClient: &http.Client{Transport: bearer{token, pool}}}
 		cs, err := mcp.NewClient(&mcp.Implementation{Name: "plain", Version: "0"}, nil).Connect(t.Context(), tr, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -159,6 +172,55 @@ func TestAsOverHTTP(t *testing.T) {
 	defer mu.Unlock()
 	if !strings.Contains(out.String(), "tracker MCP server on http://"+addr+"/") {
 		t.Fatalf("the listening line: %q", out.String())
+	}
+}
+
+// The server's Open hook opens its search index under the data directory,
+// with the embeddings model the company file names: over stdio, a plain
+// client finds an item by what it means.
+func TestSearchIndexAndEmbedder(t *testing.T) {
+	dir := t.TempDir()
+	p := searchtest.NewProvider(t)
+	var asked string
+	emb := func(cfg string, getenv func(string) string) (search.Embedder, error) {
+		asked = cfg
+		return search.NewOpenAIEmbedder(p.BaseURL(), getenv("TEST_KEY"), searchtest.Model, 8192), nil
+	}
+	cs := stdioClientWith(t, []string{"--as", "admin", "--data-dir", dir, "--config", "company.yaml"},
+		standalone.Options{Directory: directory, Getenv: env(map[string]string{"TEST_KEY": "sk-local"}), Embedder: emb})
+	if _, ok := call(t, cs, "create_work_item", map[string]any{"title": "My automobile will not start"}); !ok {
+		t.Fatal("create refused")
+	}
+	if asked != "company.yaml" {
+		t.Fatalf("the embedder was made for %q", asked)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state", "search", tracker.SearchKind)); err != nil {
+		t.Fatalf("the search index is not under the data directory: %v", err)
+	}
+	// Embedding runs behind the write; until the item has its vector a
+	// semantic search says it has nothing to rank by meaning.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, ok := call(t, cs, "search_work_items", map[string]any{"query": "car", "mode": "semantic"})
+		if !ok {
+			t.Fatalf("search: %v", out)
+		}
+		if out["mode"] == "semantic" {
+			items := out["items"].([]any)
+			if len(items) != 1 || items[0].(map[string]any)["key"] != "CORE-1" {
+				t.Fatalf("semantic: %v", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the item was never embedded: %v", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, a := range p.Authorizations() {
+		if a != "Bearer sk-local" {
+			t.Fatalf("the provider was sent %q", a)
+		}
 	}
 }
 
@@ -197,12 +259,15 @@ func waitAddr(t *testing.T, path string) string {
 	}
 }
 
-type bearer struct{ token string }
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
 
 func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
+	return b.next.RoundTrip(r)
 }
 
 type lockedWriter struct {

@@ -214,3 +214,26 @@ func (n *Node) sweepBlobs(ctx context.Context) {
 		}
 	}
 }
+
+// DiscardBlob erases a blob its writer put for an operation it then did
+// not write (the call was refused after the bytes went in), unless the
+// projection holds it. Only the writer can know the operation was never
+// appended — a fresh operation refused before its append — so only it may
+// call this; anything else is left to the orphan sweep.
+func (n *Node) DiscardBlob(ctx context.Context, name string) error {
+	if n.blobs == nil || !n.enter() {
+		return nil
+	}
+	defer n.users.Done()
+	n.blobMu.Lock()
+	defer n.blobMu.Unlock()
+	_, closer, err := n.db.Get([]byte(blobLive + name))
+	if err == nil {
+		closer.Close()
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	return n.blobs.Erase(ctx, name)
+}

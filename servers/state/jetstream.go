@@ -23,8 +23,8 @@ const (
 	streamSubject = "crewlet.ops"
 	claimPrefix   = "crewlet.claims."
 
-	// blobBucket is the object store holding the bytes writes carry.
-	blobBucket = "CREWLET_BLOBS"
+	// blobStream holds the bytes writes carry (see blobs_jetstream.go).
+	blobStream = "CREWLET_BLOBS"
 
 	// asyncWindow bounds how many appends may wait for their
 	// acknowledgement at once. Concurrent writers share the one connection
@@ -392,25 +392,27 @@ func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Ent
 	}
 }
 
-// Blobs is the blob store beside the log: a JetStream object store on the
-// same embedded server, whose Erase overwrites each stored chunk before the
-// object is deleted (a plain delete leaves the bytes in the store's files
-// until it compacts them).
+// Blobs is the blob store beside the log: a stream on the same embedded
+// server whose Erase overwrites each stored chunk in place (a plain delete
+// leaves the bytes in the store's files until it compacts them).
 func (l *JetStreamLog) Blobs(ctx context.Context) (Blobs, error) {
-	var obs jetstream.ObjectStore
+	var stream jetstream.Stream
 	err := untilReady(ctx, func(ctx context.Context) error {
 		var err error
-		obs, err = l.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: blobBucket, Storage: jetstream.FileStorage, Replicas: l.replicas})
+		stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:       blobStream,
+			Subjects:   []string{blobSubjects},
+			Storage:    jetstream.FileStorage,
+			Retention:  jetstream.LimitsPolicy,
+			MaxMsgSize: blobChunk + 4096,
+			Replicas:   l.replicas,
+		})
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state: create the blob store: %w", err)
 	}
-	stream, err := l.js.Stream(ctx, "OBJ_"+blobBucket)
-	if err != nil {
-		return nil, fmt.Errorf("state: the blob store's stream: %w", err)
-	}
-	return &jsBlobs{obs: obs, stream: stream}, nil
+	return &jsBlobs{js: l.js, stream: stream}, nil
 }
 
 // Close drains nothing: an append still waiting for its acknowledgement is

@@ -13,7 +13,9 @@ import (
 )
 
 // Call runs a tool on the server.
-func (i *Instance) Call(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+func (i *Instance) Call(ctx context.Context, name string, args json.RawMessage) (_ *mcp.CallToolResult, err error) {
+	ctx, hopDone := i.opts.Hops.HopStarted(ctx, i.opts.Spec.Name, name)
+	defer func() { hopDone(err) }()
 	i.mu.Lock()
 	sess, recorded := i.sess, i.recorded
 	i.mu.Unlock()

@@ -32,15 +32,23 @@ func (i *Instance) closeConn(c *conn) {
 	}
 	i.child = c.child
 	i.mu.Unlock()
+	// The SDK's Close waits for the calls in flight to be answered, and a
+	// server holding a call would hold it for ever; stopping the child
+	// ends those calls, so the child is stopped alongside, not after.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		if c.child != nil {
+			c.child.stop(i.opts.StopGrace)
+		}
+	}()
 	if c.sess != nil {
 		_ = c.sess.Close()
 	}
 	if c.cancel != nil {
 		c.cancel()
 	}
-	if c.child != nil {
-		c.child.stop(i.opts.StopGrace)
-	}
+	<-stopped
 }
 
 // open starts the server (a stdio child) or dials it (http, sse), makes the

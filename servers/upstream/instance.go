@@ -104,6 +104,14 @@ type Options struct {
 	// know the processes that leave its group (setsid) before their parent
 	// dies; 2s if 0.
 	WatchTree time.Duration
+	// OnStatus is called from the instance's goroutine after its state or
+	// its cause changed, with the status before and after, so an operator's
+	// screen and the node's metrics follow a server without polling it. It
+	// must not block.
+	OnStatus func(prev, now Status)
+	// Hops is told of every call sent to the server (a tracer makes the
+	// hop a span of its own); nil tells nobody.
+	Hops HopObserver
 }
 
 // DownError is a call the instance could not serve because its server is
@@ -186,6 +194,9 @@ func Start(opts Options) *Instance {
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
+	if opts.Hops == nil {
+		opts.Hops = noHops{}
+	}
 	if opts.Host == nil {
 		opts.Host = os.Environ()
 	}
@@ -258,8 +269,14 @@ func (i *Instance) Close() error {
 
 func (i *Instance) setStatus(f func(s *Status)) {
 	i.mu.Lock()
+	prev := i.status
 	f(&i.status)
+	now := i.status
 	i.mu.Unlock()
+	// Outside the lock: whoever is told may ask for Status.
+	if i.opts.OnStatus != nil && (prev.State != now.State || prev.Cause != now.Cause) {
+		i.opts.OnStatus(prev, now)
+	}
 }
 
 // childPID is the current child's pid, 0 if none; for tests and status.

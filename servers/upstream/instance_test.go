@@ -301,14 +301,25 @@ func TestInstanceMissingCommand(t *testing.T) {
 
 // MCP-7: a spec that can never launch is not retried.
 func TestInstanceNeverLaunches(t *testing.T) {
-	in, logs := startTest(t, Resolved{Name: "empty", Transport: TransportStdio}, nil)
+	// A schedule with no wait at all: a retry, if there were one, would
+	// come at once, and its event is logged before the instance could
+	// settle in any state.
+	sched := &Schedule{Base: time.Nanosecond, Max: time.Nanosecond, Jitter: -1}
+	in, logs := startTest(t, Resolved{Name: "empty", Transport: TransportStdio}, func(o *Options) { o.Schedule = sched })
 	waitState(t, in, StateFailed, 5*time.Second)
-	time.Sleep(200 * time.Millisecond)
-	if n := len(logs.events("server_restart_failed")) + len(logs.events("server_start_retry_scheduled")); n != 0 {
-		t.Fatalf("a spec that cannot launch was retried %d times", n)
-	}
+	// Retry is what an apply does to a server that is down; one that can
+	// never launch is not down, and stays failed.
+	in.Retry()
+	// Close returns once the instance's goroutine has ended, so every
+	// event it was ever going to log is in the log now.
 	if err := in.Close(); err != nil || in.Close() != nil {
 		t.Fatal("Close twice failed")
+	}
+	if n := len(logs.events("server_restart_failed")) + len(logs.events("server_start_retry_scheduled")); n != 0 || sched.Attempt() != 0 {
+		t.Fatalf("a spec that cannot launch was retried: %d retry events, schedule at attempt %d", n, sched.Attempt())
+	}
+	if ev := logs.events("mcp_server_failed"); len(ev) != 1 || !strings.Contains(fmt.Sprint(ev[0]["reason"]), "can never launch") {
+		t.Fatalf("mcp_server_failed %v", ev)
 	}
 }
 

@@ -8,11 +8,12 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/crewlet/hub/servers/atomicfile"
 )
 
 // Ledger writes down, in a file of the node's data directory, every
@@ -146,11 +147,7 @@ func (l *Ledger) write() error {
 	if slices.Equal(b, l.last) {
 		return nil
 	}
-	tmp := filepath.Join(filepath.Dir(l.path), "."+filepath.Base(l.path)+".tmp")
-	if err = os.WriteFile(tmp, b, 0o600); err == nil {
-		err = os.Rename(tmp, l.path)
-	}
-	if err != nil {
+	if err = atomicfile.Write(l.path, b, 0o600); err != nil {
 		if !l.failed {
 			l.log.Error("child_process_record_failed", "path", l.path, "error", err.Error())
 		}

@@ -51,7 +51,39 @@ type FaultLog struct {
 	appends atomic.Int64
 	// held, while not nil, keeps the follower from receiving anything
 	// until it is closed: a node whose projection lags its log.
-	held chan struct{}
+	held  chan struct{}
+	blobs *FaultBlobs
+}
+
+// Blobs is the node's blob store as OpenFaulty wrapped it.
+func (l *FaultLog) Blobs() *FaultBlobs { return l.blobs }
+
+// FaultBlobs wraps a blob store and corrupts what it reads on request: a
+// chunk that went bad on disk, as a reader that checks digests must catch.
+type FaultBlobs struct {
+	state.Blobs
+	mu      sync.Mutex
+	corrupt func(name string) bool
+}
+
+// Corrupt flips a byte of every blob read whose name fn picks; nil stops.
+func (b *FaultBlobs) Corrupt(fn func(name string) bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.corrupt = fn
+}
+
+// Get reads through the wrapped store, corrupted as asked.
+func (b *FaultBlobs) Get(ctx context.Context, name string) ([]byte, error) {
+	data, err := b.Blobs.Get(ctx, name)
+	b.mu.Lock()
+	fn := b.corrupt
+	b.mu.Unlock()
+	if err == nil && fn != nil && fn(name) && len(data) > 0 {
+		data = append([]byte(nil), data...)
+		data[len(data)/2] ^= 0xff
+	}
+	return data, err
 }
 
 // Hold keeps every entry from reaching the node's follower until Release,
@@ -173,6 +205,8 @@ func OpenFaulty(t testing.TB, dir string, opts state.Options) (*state.Node, *Fau
 			t.Fatalf("Blobs: %v", err)
 		}
 	}
+	f.blobs = &FaultBlobs{Blobs: opts.Blobs}
+	opts.Blobs = f.blobs
 	n, err := state.Open(ctx, opts)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

@@ -1,0 +1,78 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+)
+
+// How long a call may take. A third-party server that never answers must
+// not hold its caller forever, nor the hub's shutdown: each call to one of
+// its tools is bounded by its server's call timeout, and every call the
+// hub routes ends when the hub starts to close, since closing an operator
+// session waits for the calls in it.
+
+// bounds derives a call's context: ended by the caller, by the hub's
+// closing, and for a third-party tool by its server's call timeout.
+func (r *Router) bounds(ctx context.Context, e Entry) (context.Context, time.Duration, context.CancelFunc) {
+	var limit time.Duration
+	var cancel context.CancelFunc
+	if e.Source != SourceBuiltin && r.callTimeout != nil {
+		limit = r.callTimeout(e.Source)
+		ctx, cancel = context.WithTimeout(ctx, limit)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
+	if r.life == nil {
+		return ctx, limit, cancel
+	}
+	stop := context.AfterFunc(r.life, cancel)
+	return ctx, limit, func() { stop(); cancel() }
+}
+
+// cut says why a call whose context ended early was cut short, in the
+// engine's words, when the hub cut it: its server's time ran out, or the
+// hub is closing. A call its own caller gave up on is not answered here
+// (nobody is waiting for the answer): nil then, as for a call that was not
+// cut at all.
+func (r *Router) cut(caller, call context.Context, e Entry, limit time.Duration) *authority.Refusal {
+	if call.Err() == nil || caller.Err() != nil {
+		return nil
+	}
+	data := map[string]any{}
+	var sentence string
+	switch {
+	case r.life != nil && r.life.Err() != nil:
+		sentence = fmt.Sprintf("The hub is shutting down, so it stopped waiting for %q and told its server to cancel the call.", e.Name)
+	case errors.Is(call.Err(), context.DeadlineExceeded):
+		server := serverOf(e.Source)
+		secs := int(limit.Round(time.Second).Seconds())
+		sentence = fmt.Sprintf("The MCP server %q did not answer in %d s, so the hub stopped waiting and told it to cancel the call. "+
+			"Try again later, or ask an administrator to raise its call_timeout_seconds if its calls are slow by nature.", server, secs)
+		data["server"], data["timeout_seconds"] = server, secs
+	default:
+		return nil
+	}
+	// Nothing says how far the server got: unless the tool is known to
+	// change nothing, the call may have taken effect (MCP-6).
+	if e.Hints.ReadOnly != servers.Yes {
+		sentence += " The call had been sent and no answer came back, so it may have taken effect: check before repeating it."
+		data["may_have_taken_effect"] = true
+	}
+	ref := authority.Refuse(authority.Unavailable, "%s", sentence)
+	for k, v := range data {
+		ref = ref.WithData(k, v)
+	}
+	return ref
+}
+
+// serverOf is the server a third-party source names.
+func serverOf(src Source) string {
+	s, _ := strings.CutPrefix(string(src), "mcp:")
+	return s
+}

@@ -1,0 +1,169 @@
+package hub
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The /operator/mcp route: what the hub checks of a request before either
+// of the SDK's handlers sees it, and which of them serves it.
+
+// modernProtocol is the first MCP revision without sessions. Requests of it
+// are served by a stateless handler; older revisions by a stateful one.
+var modernProtocol = mustRevision("2026-07-28")
+
+// revision is an MCP protocol revision, a date. Revisions are compared as
+// dates, never as strings: "zzz" sorts after every date, and must not be
+// taken for a revision newer than any.
+type revision struct{ t time.Time }
+
+func parseRevision(s string) (revision, bool) {
+	t, err := time.Parse(time.DateOnly, s)
+	if err != nil || t.Format(time.DateOnly) != s {
+		return revision{}, false
+	}
+	return revision{t}, true
+}
+
+func mustRevision(s string) revision {
+	r, ok := parseRevision(s)
+	if !ok {
+		panic("hub: not a protocol revision: " + s)
+	}
+	return r
+}
+
+func (r revision) atLeast(o revision) bool { return !r.t.Before(o.t) }
+
+// serveMCP checks what the SDK would take on trust (the revision header, a
+// batch opening a session), bounds and reads a POST body, and picks the
+// handler for the request's revision.
+func (f *operator) serveMCP(w http.ResponseWriter, r *http.Request) {
+	header := r.Header.Get("Mcp-Protocol-Version")
+	var rev revision
+	if header != "" {
+		var ok bool
+		if rev, ok = f.checkRevision(w, header); !ok {
+			return
+		}
+	}
+	if r.Method != http.MethodPost {
+		// A GET is a 2025 session's event stream, open as long as the
+		// session is; a DELETE ends a session.
+		if header != "" && rev.atLeast(modernProtocol) {
+			f.stateless.ServeHTTP(w, r)
+			return
+		}
+		f.stateful.ServeHTTP(w, r)
+		return
+	}
+	limit := f.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		http.Error(w, fmt.Sprintf("request body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "could not read the request body", http.StatusBadRequest)
+		return
+	}
+	if isBatch(body) && r.Header.Get("Mcp-Session-Id") == "" {
+		// Under 2025-03-26, the one revision with batches, a session is
+		// opened by an initialize request sent on its own; later revisions
+		// have no batches at all. The SDK would open a session for one.
+		writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+			Message: "A JSON-RPC batch (an array) cannot open a session: send initialize on its own. " +
+				"Batches are accepted only inside a 2025-03-26 session; MCP 2025-06-18 and later have none."})
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if modern(header, rev, r.Header, body) {
+		f.stateless.ServeHTTP(w, r)
+		return
+	}
+	f.stateful.ServeHTTP(w, r)
+}
+
+// checkRevision refuses a revision header that is not a date, or names a
+// revision this hub does not speak, saying which it does.
+func (f *operator) checkRevision(w http.ResponseWriter, header string) (revision, bool) {
+	supported := mcp.SupportedProtocolVersions()
+	// The header is the client's to choose and may be long: it is quoted
+	// only when it is short enough to be a revision at all.
+	named := "the Mcp-Protocol-Version header"
+	if len(header) <= len("2006-01-02")+8 {
+		named = fmt.Sprintf("the Mcp-Protocol-Version header %q", header)
+	}
+	rev, ok := parseRevision(header)
+	var msg string
+	switch {
+	case !ok:
+		msg = fmt.Sprintf("%s is not an MCP protocol revision (a date such as 2025-11-25); this hub speaks %s.", named, strings.Join(supported, ", "))
+	case !slices.Contains(supported, header):
+		msg = fmt.Sprintf("%s names a revision this hub does not speak; it speaks %s.", named, strings.Join(supported, ", "))
+	default:
+		return rev, true
+	}
+	requested := header
+	if len(requested) > 64 {
+		requested = ""
+	}
+	data, _ := json.Marshal(mcp.UnsupportedProtocolVersionData{Supported: supported, Requested: requested})
+	writeRPCError(w, http.StatusBadRequest, nil, &jsonrpc.Error{Code: mcp.CodeUnsupportedProtocolVersion, Message: msg, Data: data})
+	return revision{}, false
+}
+
+// modern reports whether a POST speaks 2026-07-28 or later: by its header,
+// or, for a first request without one, by the revision in its _meta.
+func modern(header string, rev revision, h http.Header, body []byte) bool {
+	if header != "" {
+		return rev.atLeast(modernProtocol)
+	}
+	if h.Get("Mcp-Session-Id") != "" {
+		return false
+	}
+	var msg struct {
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return false
+	}
+	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	r, ok := parseRevision(v)
+	return ok && r.atLeast(modernProtocol)
+}
+
+// isBatch reports a body whose JSON is an array.
+func isBatch(body []byte) bool {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	return len(b) > 0 && b[0] == '['
+}
+
+// writeRPCError answers a JSON-RPC error outside any session. id is nil
+// when the request's id is not known.
+func writeRPCError(w http.ResponseWriter, status int, id any, e *jsonrpc.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		JSONRPC string         `json:"jsonrpc"`
+		ID      any            `json:"id"`
+		Error   *jsonrpc.Error `json:"error"`
+	}{"2.0", id, e})
+}

@@ -1,0 +1,231 @@
+package screen
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/crewlet/hub/servers"
+)
+
+// The view model: what the hub tells the screen, shaped for reading, not
+// for the hub's own bookkeeping. The hub fills Server and Tool from its
+// status table and catalogues (hub/screen_backend.go); the screen derives
+// the rest. A fleet adds cells to a server, one per live node, and nothing
+// here changes.
+
+// Server is one configured MCP server's row.
+type Server struct {
+	Name   string
+	Shared bool
+	// State is the row's state: Running, Partly failing, Failing, Waiting
+	// for credentials, Not started or Not reported.
+	State string
+	// Cells are what each live node reports of it.
+	Cells    []Cell
+	Launch   Launch
+	Unlisted []string
+}
+
+// Cell is one node's report of a server.
+type Cell struct {
+	Node  string
+	State string
+	// Reason is the node's full reason, without the seat it concerns.
+	Reason string
+	// Seat is the seat whose child the reason is about; empty for a
+	// shared server.
+	Seat        string
+	NextRestart string
+	Tools       int
+}
+
+// Launch is how a server is started, as the operator surface shows it:
+// references as written, literal values masked.
+type Launch struct {
+	Transport string
+	Command   string
+	Args      []string
+	URL       string
+	Env       map[string]string
+	Headers   map[string]string
+}
+
+// Tool is one catalogue row.
+type Tool struct {
+	Name        string
+	Source      string
+	Description string
+	Hints       servers.Hints
+	// Delivers is where a call lands in front of somebody; empty for
+	// nowhere.
+	Delivers string
+	Args     int
+	// PerSeat marks a tool of a seat's own child: not offered to the
+	// operator, shown so its server's tools can be judged.
+	PerSeat bool
+}
+
+// Note is the first failure or the first wait of a row, with where it is.
+type Note struct {
+	Node, Seat, Text string
+}
+
+// FirstFailure is the first failing cell's reason, nil when none fails.
+func (s Server) FirstFailure() *Note {
+	for _, c := range s.Cells {
+		if c.State == "Failing" || c.State == "Partly failing" {
+			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason}
+		}
+	}
+	return nil
+}
+
+// FirstWaiting is the first waiting cell's sentence, nil when none waits.
+func (s Server) FirstWaiting() *Note {
+	for _, c := range s.Cells {
+		if c.State == "Waiting for credentials" {
+			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason}
+		}
+	}
+	return nil
+}
+
+// Reach says who a server serves.
+func (s Server) Reach() string {
+	if s.Shared {
+		return "Shared: one instance serves every seat and the operator catalogue"
+	}
+	return "Per seat: each agent seat that declares credentials for it under mcp_env gets its own child; its tools are that seat's alone"
+}
+
+// Why says why a server has no tools: the first failure or wait, else its
+// state.
+func (s Server) Why() string {
+	if n := s.FirstFailure(); n != nil {
+		return n.Text
+	}
+	if n := s.FirstWaiting(); n != nil {
+		return n.Text
+	}
+	for _, c := range s.Cells {
+		if c.Reason != "" {
+			return c.Reason
+		}
+	}
+	if s.State == "Running" {
+		return "its server listed no tools"
+	}
+	return "it is " + strings.ToLower(s.State)
+}
+
+// Assertion is the strongest thing a tool's hints positively say about
+// what a call does, and the class its cell is styled with.
+type Assertion struct {
+	Label, Class string
+}
+
+// Asserts reads the strongest positive assertion of a tool's hints.
+// Unknown is its own answer, never a read (CAT-7): a tool whose server
+// said nothing is "unknown", the row to check before granting a seat a
+// new server. Read-only outranks the rest, as the protocol reads
+// destructive and idempotent only of a tool that writes.
+func Asserts(h servers.Hints) Assertion {
+	idem := ""
+	if h.Idempotent == servers.Yes {
+		idem = ", idempotent"
+	}
+	switch {
+	case h.ReadOnly == servers.Yes:
+		return Assertion{"read-only", "assert-read"}
+	case h.Destructive == servers.Yes:
+		return Assertion{"destructive" + idem, "assert-destructive"}
+	case h.Destructive == servers.No:
+		return Assertion{"writes, not destructive" + idem, "assert-write"}
+	case h.ReadOnly == servers.No:
+		return Assertion{"writes" + idem, "assert-write"}
+	case h.Idempotent == servers.Yes:
+		return Assertion{"idempotent", "assert-write"}
+	}
+	return Assertion{"unknown", "assert-unknown"}
+}
+
+// Reaches says whether a tool reaches outside the company (open_world).
+func Reaches(h servers.Hints) string { return h.OpenWorld.String() }
+
+// Group is one source's part of the catalogue.
+type Group struct {
+	Source string
+	// Server is the server behind an mcp: source, when it is configured.
+	Server *Server
+	Tools  []Tool
+	// PerSeat marks the group of a per-seat server.
+	PerSeat bool
+}
+
+// Missing reports a configured server's group with no tool: a server
+// that failed reads as a missing group, never as builtins shrinking.
+func (g Group) Missing() bool { return g.Server != nil && len(g.Tools) == 0 }
+
+// group sorts a catalogue by source: builtin first, then each configured
+// server in the order the company declares them (present or missing),
+// then any other source, each group's tools by name.
+func group(tools []Tool, rows []Server) []Group {
+	by := map[string][]Tool{}
+	for _, t := range tools {
+		by[t.Source] = append(by[t.Source], t)
+	}
+	for _, ts := range by {
+		sort.SliceStable(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
+	}
+	var out []Group
+	if ts := by["builtin"]; len(ts) > 0 {
+		out = append(out, Group{Source: "builtin", Tools: ts})
+		delete(by, "builtin")
+	}
+	for i := range rows {
+		src := "mcp:" + rows[i].Name
+		out = append(out, Group{Source: src, Server: &rows[i], Tools: by[src], PerSeat: !rows[i].Shared})
+		delete(by, src)
+	}
+	rest := make([]string, 0, len(by))
+	for src := range by {
+		rest = append(rest, src)
+	}
+	sort.Strings(rest)
+	for _, src := range rest {
+		out = append(out, Group{Source: src, Tools: by[src]})
+	}
+	return out
+}
+
+// nodes is every node any row has a cell for, in the order first seen:
+// the servers table's columns.
+func nodes(rows []Server) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for _, c := range r.Cells {
+			if !seen[c.Node] {
+				seen[c.Node] = true
+				out = append(out, c.Node)
+			}
+		}
+	}
+	return out
+}
+
+// CellOn is a row's cell for a node; a node that reports nothing of the
+// server reads Not reported.
+func (s Server) CellOn(node string) Cell {
+	for _, c := range s.Cells {
+		if c.Node == node {
+			return c
+		}
+	}
+	return Cell{Node: node, State: "Not reported"}
+}
+
+// stateClass styles a state.
+func stateClass(state string) string {
+	return "state-" + strings.ReplaceAll(strings.ToLower(state), " ", "-")
+}

@@ -1,0 +1,68 @@
+package serve
+
+import (
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/net/netutil"
+)
+
+// The HTTP server's bounds. Anyone who can reach the port can open a
+// connection, so none may be held for free: a connection that sends no
+// request header in time, a body that never finishes, and a keep-alive
+// connection left idle are all closed, and no more than a bounded number
+// are open at once (further ones wait in the kernel's queue).
+const (
+	defaultReadHeaderTimeout = 10 * time.Second
+	// defaultReadTimeout bounds reading a whole request, body included.
+	// It does not bound the answer: net/http lifts the read deadline once
+	// a request's body has been read to its end, so a long call's answer
+	// or a 2025 session's event stream outlives it (a test holds it to
+	// that).
+	defaultReadTimeout = 60 * time.Second
+	defaultIdleTimeout = 30 * time.Second
+	defaultMaxConns    = 512
+	// maxHeaderBytes: a bearer token and the MCP headers fit many times
+	// over; a megabyte of Host (the standard library's default) does not
+	// need to be read to be refused.
+	maxHeaderBytes = 64 << 10
+)
+
+// HTTPLimits bound the hub's HTTP server; a zero field takes its default.
+type HTTPLimits struct {
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	// MaxConns is how many connections are served at once.
+	MaxConns int
+}
+
+func (l *HTTPLimits) ensureDefaults() {
+	if l.ReadHeaderTimeout <= 0 {
+		l.ReadHeaderTimeout = defaultReadHeaderTimeout
+	}
+	if l.ReadTimeout <= 0 {
+		l.ReadTimeout = defaultReadTimeout
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = defaultIdleTimeout
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = defaultMaxConns
+	}
+}
+
+// newHTTPServer serves h within the limits, and wraps ln so no more than
+// MaxConns connections are open at once.
+func newHTTPServer(h http.Handler, ln net.Listener, l HTTPLimits) (*http.Server, net.Listener) {
+	l.ensureDefaults()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+	return srv, netutil.LimitListener(ln, l.MaxConns)
+}

@@ -1,0 +1,130 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/crewlet/hub/servers/search/searchtest"
+	"github.com/crewlet/hub/tracker-mcp"
+)
+
+// A company that names an embeddings model gets search by meaning on
+// search_work_items, its index under DATA/state/search; the provider's key
+// is sent to the provider and to nobody else: not in a result, not in the
+// log, not even when the provider fails (OUT-1).
+func TestRunSearchWithTheCompanysEmbeddingsModel(t *testing.T) {
+	p := searchtest.NewProvider(t)
+	const key = "sk-local-0123456789abcdef"
+	doc := fmt.Sprintf(`units:
+  - {id: core, name: Core, project: CORE, lead: ada, roles: [{name: Ada, handle: ada, kind: human, admin: true}]}
+api: {auth: {tokens: [{id: laptop, token: "${ADA_TOKEN}", seat: ada}]}}
+providers:
+  local: {api: openai, base_url: %q, api_key: "${LOCAL_API_KEY}"}
+models:
+  embeddings: {provider: local, model: %s, max_input_tokens: 512}
+`, p.BaseURL(), searchtest.Model)
+	cfg := filepath.Join(t.TempDir(), "company.yaml")
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := hubtest.NewEnv(map[string]string{"ADA_TOKEN": "ada-token-0123456789abcdef", "LOCAL_API_KEY": key})
+	logs := &syncBuffer{}
+	dir := t.TempDir()
+	base, _, stop := runUntilListening(t, Options{ConfigFile: cfg, DataDir: dir, LookupEnv: env.Lookup,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	cs := hubtest.Connect(t, base+"/operator/mcp", "ada-token-0123456789abcdef", "")
+	call := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %s", tool, err, hubtest.Text(res))
+		}
+		var out map[string]any
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &out)
+		if strings.Contains(hubtest.Text(res)+string(b), key) {
+			t.Fatalf("%s answered the provider's key", tool)
+		}
+		return out
+	}
+	call("create_work_item", map[string]any{"title": "My automobile will not start"})
+	call("create_work_item", map[string]any{"title": "Car park closed"})
+	// Vectors are made behind the write: wait, with a deadline, until the
+	// items rank by meaning.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out := call("search_work_items", map[string]any{"query": "car"})
+		if out["mode"] == "hybrid" && out["note"] == nil {
+			items := out["items"].([]any)
+			if len(items) != 2 || items[0].(map[string]any)["key"] != "CORE-2" || items[1].(map[string]any)["key"] != "CORE-1" {
+				t.Fatalf("hybrid: %v", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("search never ranked by meaning: %v", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state", "search", tracker.SearchKind)); err != nil {
+		t.Fatalf("no index under the data directory: %v", err)
+	}
+	for _, a := range p.Authorizations() {
+		if a != "Bearer "+key {
+			t.Fatalf("the provider was sent %q", a)
+		}
+	}
+	p.SetDown(true)
+	out := call("search_work_items", map[string]any{"query": "car"})
+	if out["mode"] != "keyword" || !strings.Contains(out["degraded"].(string), "embeddings provider") {
+		t.Fatalf("with the provider failing: %v", out)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), key) {
+		t.Fatal("the provider's key is in the log")
+	}
+	if !strings.Contains(logs.String(), "search_embeddings") {
+		t.Fatalf("the log does not say which model search uses:\n%s", logs.String())
+	}
+
+	var stdout, stderr bytes.Buffer
+	if code := CheckFile(&stdout, &stderr, cfg, func(string) (string, bool) { return "", false }); code != 0 ||
+		!strings.Contains(stdout.String(), "keyword and meaning (bag-of-concepts)") || !strings.Contains(stderr.String(), "LOCAL_API_KEY") {
+		t.Fatalf("config check: %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// A reload that changes the embeddings model says it waits for a restart;
+// one that does not says nothing.
+func TestReloadSaysAModelChangeWaitsForARestart(t *testing.T) {
+	parse := func(model string) *config.Company {
+		c, err := config.Parse(fmt.Appendf(nil, "providers:\n  local: {api: openai, base_url: \"http://127.0.0.1:1/v1\"}\nmodels:\n  embeddings: {provider: local, model: %s}\n", model))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	noteModelChange(parse("nomic-embed-text"), parse("nomic-embed-text"), log)
+	if logs.Len() != 0 {
+		t.Fatalf("an unchanged model: %s", logs.String())
+	}
+	noteModelChange(parse("nomic-embed-text"), parse("all-minilm"), log)
+	if !strings.Contains(logs.String(), "search_embeddings_changed") {
+		t.Fatalf("a changed model: %s", logs.String())
+	}
+}
