@@ -107,6 +107,60 @@ func TestFleet(t *testing.T) {
 	t.Run("SharesOneLog", func(t *testing.T) { testSharesOneLog(t, nodes) })
 	t.Run("FinishesAnOperationThroughAnotherNode", func(t *testing.T) { testFinishThroughAnotherNode(t, nodes) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, nodes) })
+	t.Run("TTLBucketsAreShared", func(t *testing.T) { testTTLBucketsShared(t, nodes) })
+}
+
+// A fleet's TTL buckets are one per fleet, replicated as the log is: a key
+// put through one node (presence in a room) is read through every node,
+// and goes on every node when its TTL runs out.
+func testTTLBucketsShared(t *testing.T, nodes []*fleetNode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	buckets := make([]*TTLBucket, len(nodes))
+	for i, fn := range nodes {
+		b, err := fn.node.TTLBucket(ctx, "TEST_SHARED_ROOMS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		buckets[i] = b
+	}
+	w, err := buckets[2].Watch(ctx, "room.a1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := buckets[0].Put(ctx, "room.a1.ada", []byte("viewing"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range buckets {
+		// A replica serves the read and may not have the put yet.
+		for {
+			got, err := b.Entries(ctx, "room.a1.>")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 1 && string(got[0].Value) == "viewing" {
+				break
+			}
+			if len(got) > 1 {
+				t.Fatalf("entries %+v", got)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal("the put never reached every node")
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	for {
+		e, err := w.Next(ctx)
+		if err != nil {
+			t.Fatalf("the key never went on %s: %v", nodes[2].name, err)
+		}
+		if e.Gone {
+			break
+		}
+	}
 }
 
 // FLT-3: a fleet shares one log, replicated on three nodes, and each node

@@ -121,7 +121,7 @@ type held struct {
 type Leases struct {
 	opts   LeaseOptions
 	log    *JetStreamLog
-	bucket *CoordBucket
+	bucket *TTLBucket
 
 	mu      sync.Mutex
 	held    map[string]*held
@@ -153,7 +153,7 @@ func OpenLeases(ctx context.Context, l *JetStreamLog, opts LeaseOptions) (*Lease
 	if err := l.ensureClaims(ctx); err != nil {
 		return nil, fmt.Errorf("state: make the log keep seats' claims: %w", err)
 	}
-	b, err := l.CoordBucket(ctx, leaseBucket)
+	b, err := l.TTLBucket(ctx, leaseBucket)
 	if err != nil {
 		return nil, err
 	}

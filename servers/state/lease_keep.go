@@ -201,7 +201,7 @@ func (l *Leases) watch(ctx context.Context) error {
 	fresh := map[string]string{}
 	synced := false
 	for {
-		e, err := w.Next(ctx)
+		e, err := w.NextMarked(ctx)
 		if err != nil {
 			return err
 		}
