@@ -3,7 +3,9 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"hash/fnv"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sort"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // A node of a fleet (FLT-1, FLT-2). Its one goroutine, owned by the Hub
@@ -30,7 +33,10 @@ import (
 //     node once it has stayed free for two heartbeats. A held seat stays
 //     where it is until its node lets it go or dies: moving a seat
 //     restarts its children, which a fleet should not do for balance
-//     alone.
+//     alone. A seat whose holder has stopped heartbeating is asked about
+//     in the lease bucket itself every heartbeat, so it is seen free
+//     within a heartbeat of its lease lapsing even while the watch of the
+//     leases is behind.
 //
 // A node waits one and a half heartbeats after it starts before it places
 // anything, so it has heard its peers first.
@@ -182,6 +188,19 @@ func (h *Hub) placeSeats(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if node := holders[seat]; node != "" && !mine[seat] && !slices.Contains(live, node) {
+			// Held by a node that has stopped heartbeating: its lease is
+			// about to lapse, and what the watch says may be behind (its
+			// consumer may have lived on that node). Ask the bucket.
+			cctx, cancel := context.WithTimeout(ctx, run.f.Heartbeat)
+			if now, err := run.f.Leases.Holder(cctx, seat); err == nil {
+				holders[seat] = now
+			} else {
+				h.log.Warn("seat_holder_unknown", "seat", seat, "holder", node, "error", err.Error(),
+					"reason", "its holder has stopped heartbeating and the lease bucket did not answer; asked again next heartbeat")
+			}
+			cancel()
+		}
 		if mine[seat] || holders[seat] != "" {
 			delete(run.freeSince, seat)
 			continue
@@ -198,7 +217,13 @@ func (h *Hub) placeSeats(ctx context.Context) {
 		err := run.f.Leases.Claim(cctx, seat)
 		cancel()
 		if err != nil {
-			h.log.Debug("seat_claim_failed", "seat", seat, "error", err.Error())
+			// Held: a claim racing another node's, or a replica that has
+			// not seen the lapse yet; anything else is worth a line.
+			level := slog.LevelWarn
+			if errors.Is(err, state.ErrSeatHeld) {
+				level = slog.LevelDebug
+			}
+			h.log.Log(ctx, level, "seat_claim_failed", "seat", seat, "error", err.Error())
 			continue
 		}
 		delete(run.freeSince, seat)

@@ -73,6 +73,13 @@ mcp_servers:
 
 func startTestFleet(t *testing.T, manual bool, names ...string) []*testNode {
 	t.Helper()
+	return startTestFleetWith(t, manual, func(l SeatLeases) SeatLeases { return l }, names...)
+}
+
+// startTestFleetWith is startTestFleet with each node's leases as wrap
+// makes them.
+func startTestFleetWith(t *testing.T, manual bool, wrap func(SeatLeases) SeatLeases, names ...string) []*testNode {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	js, err := state.OpenJetStream(ctx, t.TempDir())
@@ -90,7 +97,7 @@ func startTestFleet(t *testing.T, manual bool, names ...string) []*testNode {
 		}
 		n.hub, err = New(ctx, Options{Company: c, StartupWait: 10 * time.Second,
 			Env:   func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" },
-			Fleet: &Fleet{Node: name, Leases: lapsingLeases{n.leases, n}, Bus: js, Heartbeat: testBeat, ManualSeats: manual}})
+			Fleet: &Fleet{Node: name, Leases: wrap(lapsingLeases{n.leases, n}), Bus: js, Heartbeat: testBeat, ManualSeats: manual}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -215,6 +222,27 @@ func TestFleetPlacesSeatsAndReportsEveryNode(t *testing.T) {
 		}
 		return false, "no cell for it"
 	})
+}
+
+// staleLeases are real leases whose watch is stuck on a node that died
+// holding alice: Holders says so for good, as a watch whose consumer lived
+// on the dead node would until it is made again.
+type staleLeases struct{ SeatLeases }
+
+func (l staleLeases) Holders() map[string]string {
+	h := l.SeatLeases.Holders()
+	if _, ok := h["alice"]; !ok {
+		h["alice"] = "gone"
+	}
+	return h
+}
+
+// FLT-1: a seat whose holder stopped heartbeating is asked about in the
+// bucket itself each heartbeat, so it moves within a heartbeat of its
+// lease's TTL even when what the watch says is behind (here: forever).
+func TestFleetAsksTheBucketAboutASilentHoldersSeat(t *testing.T) {
+	nodes := startTestFleetWith(t, false, func(l SeatLeases) SeatLeases { return staleLeases{l} }, "a")
+	eventually(t, 10*time.Second, "every seat placed, alice too", func() (bool, string) { return placed(nodes) })
 }
 
 // FLT-1, MCP-10: a node that cannot prove a seat's lease stops the seat's

@@ -70,6 +70,10 @@ type SeatLeases interface {
 	Release(ctx context.Context, seat string) error
 	// Holders maps every held seat to its node, as last seen.
 	Holders() map[string]string
+	// Holder asks the lease store itself which node holds the seat now
+	// ("" if none): the answer for a seat whose holder went silent, when
+	// what Holders last saw may be behind.
+	Holder(ctx context.Context, seat string) (string, error)
 	// Changed delivers when any of the above may have changed.
 	Changed() <-chan struct{}
 }

@@ -351,6 +351,37 @@ func (l *Leases) Holders() map[string]string {
 	return out
 }
 
+// Holder asks the bucket which node holds seat now ("" if none), and
+// keeps the answer as the seat's hint. The watch behind Holders can fall
+// behind — its consumer lives on one server of the fleet, and when that
+// server dies the watch is silent until it is made again — so placement
+// asks this of a seat whose holder has stopped heartbeating, to see the
+// lease lapse within a heartbeat of its TTL whatever the watch does.
+func (l *Leases) Holder(ctx context.Context, seat string) (string, error) {
+	e, err := l.bucket.Get(ctx, leaseKey(seat))
+	if errors.Is(err, ErrNoKey) {
+		l.mu.Lock()
+		gone := l.holders[seat] != ""
+		delete(l.holders, seat)
+		l.mu.Unlock()
+		if gone {
+			l.notify()
+		}
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var v leaseValue
+	if err := json.Unmarshal(e.Value, &v); err != nil {
+		return "", fmt.Errorf("state: seat %s's lease: %w", seat, err)
+	}
+	l.mu.Lock()
+	l.holders[seat] = v.Node
+	l.mu.Unlock()
+	return v.Node, nil
+}
+
 // Close stops renewing and watching, and releases every seat still held so
 // peers can take them without waiting out the TTL. Safe to call twice.
 func (l *Leases) Close() error {
