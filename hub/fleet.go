@@ -270,9 +270,12 @@ type fleetView struct {
 	HeartbeatMs int64             `json:"heartbeat_ms,omitempty"`
 	Nodes       []fleetNodeView   `json:"nodes"`
 	Holders     map[string]string `json:"holders"`
+	// Streams are the fleet's replicated streams as their leaders see
+	// them, when the node can tell.
+	Streams []state.StreamHealth `json:"streams,omitempty"`
 }
 
-func (h *Hub) fleetView() fleetView {
+func (h *Hub) fleetView(ctx context.Context) fleetView {
 	self := fleetNodeView{Node: h.nodeName(), Live: true, Self: true, Seats: h.HeldSeats()}
 	if self.Seats == nil {
 		self.Seats = []string{}
@@ -289,9 +292,14 @@ func (h *Hub) fleetView() fleetView {
 	v.Holders = h.fleet.f.Leases.Holders()
 	v.Nodes = append(h.fleet.peers.nodes(time.Now()), self)
 	sort.Slice(v.Nodes, func(a, b int) bool { return v.Nodes[a].Node < v.Nodes[b].Node })
+	if health := h.fleet.f.Health; health != nil {
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v.Streams = health(hctx)
+		cancel()
+	}
 	return v
 }
 
 func (f *operator) serveFleet(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, f.control.fleetView())
+	writeJSON(w, http.StatusOK, f.control.fleetView(r.Context()))
 }

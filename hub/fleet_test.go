@@ -97,7 +97,7 @@ func startTestFleetWith(t *testing.T, manual bool, wrap func(SeatLeases) SeatLea
 		}
 		n.hub, err = New(ctx, Options{Company: c, StartupWait: 10 * time.Second,
 			Env:   func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" },
-			Fleet: &Fleet{Node: name, Leases: wrap(lapsingLeases{n.leases, n}), Bus: js, Heartbeat: testBeat, ManualSeats: manual}})
+			Fleet: &Fleet{Node: name, Leases: wrap(lapsingLeases{n.leases, n}), Bus: js, Heartbeat: testBeat, ManualSeats: manual, Health: js.Health}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,8 +200,8 @@ func TestFleetPlacesSeatsAndReportsEveryNode(t *testing.T) {
 		return rows[0].State == rowRunning && len(cells) == 3 && strings.HasPrefix(strings.Join(cells, ","), "a="),
 			fmt.Sprintf("%s %v", rows[0].State, cells)
 	})
-	v := nodes[1].hub.fleetView()
-	if len(v.Nodes) != 3 || len(v.Holders) != 3 {
+	v := nodes[1].hub.fleetView(context.Background())
+	if len(v.Nodes) != 3 || len(v.Holders) != 3 || !state.Settled(v.Streams, 1) {
 		t.Fatalf("GET /fleet: %+v", v)
 	}
 
@@ -349,7 +349,7 @@ func TestAloneNodeActsForEverySeat(t *testing.T) {
 	if err := h.ClaimSeat(ctx, "carol"); err != nil || !n.children()["carol"] {
 		t.Fatalf("claimed back: %v, children %v", err, n.children())
 	}
-	if v := h.fleetView(); v.Node != "this node" || len(v.Holders) != 3 {
+	if v := h.fleetView(context.Background()); v.Node != "this node" || len(v.Holders) != 3 {
 		t.Fatalf("GET /fleet alone: %+v", v)
 	}
 }

@@ -32,7 +32,7 @@ type control interface {
 	check(*config.Company) error
 	serverRows() []serverRow
 	seatCatalogues() []*Catalogue
-	fleetView() fleetView
+	fleetView(ctx context.Context) fleetView
 }
 
 // operatorDeps is everything the operator surface is given.

@@ -10,6 +10,7 @@ import (
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -56,6 +57,9 @@ type Fleet struct {
 	// agent seats it is the first choice for among the live nodes, and any
 	// seat left free for two heartbeats.
 	ManualSeats bool
+	// Health, if set, reports the fleet's replicated streams for GET
+	// /fleet (state.JetStreamLog.Health).
+	Health func(ctx context.Context) []state.StreamHealth
 }
 
 // SeatLeases is what a node of a fleet needs of the lease store.

@@ -81,7 +81,7 @@ func joinFleet(ctx context.Context, dataDir string, f *FleetOptions, log *slog.L
 
 // hubFleet is what the hub is given.
 func (c *fleetConn) hubFleet() *hub.Fleet {
-	return &hub.Fleet{Node: c.opts.Cluster.Node, Leases: c.leases, Bus: c.js, Heartbeat: c.leases.Options().Renew}
+	return &hub.Fleet{Node: c.opts.Cluster.Node, Leases: c.leases, Bus: c.js, Heartbeat: c.leases.Options().Renew, Health: c.js.Health}
 }
 
 // close lets every seat still held go, so peers take them at once, then

@@ -108,6 +108,34 @@ func TestFleet(t *testing.T) {
 	t.Run("FinishesAnOperationThroughAnotherNode", func(t *testing.T) { testFinishThroughAnotherNode(t, nodes) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, nodes) })
 	t.Run("TTLBucketsAreShared", func(t *testing.T) { testTTLBucketsShared(t, nodes) })
+	t.Run("Health", func(t *testing.T) { testHealth(t, nodes) })
+}
+
+// GET /fleet's streams: the log and the lease bucket each have a leader
+// and two current copies on the other nodes, seen alike from every node.
+func testHealth(t *testing.T, nodes []*fleetNode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, fn := range nodes {
+		for {
+			hs := fn.log.Health(ctx)
+			names := map[string]bool{}
+			for _, h := range hs {
+				names[h.Name] = true
+			}
+			if !names[streamName] || !names["KV_"+leaseBucket] {
+				t.Fatalf("%s reports %+v", fn.name, hs)
+			}
+			if Settled(hs, 3) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: never settled: %+v", fn.name, hs)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // A fleet's TTL buckets are one per fleet, replicated as the log is: a key
