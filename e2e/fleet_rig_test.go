@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/state/statetest/partition"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -38,10 +39,29 @@ type fleetRig struct {
 	hubs   []*hubProc
 }
 
-func newFleetRig(t *testing.T, external bool) *fleetRig {
+func newFleetRig(t testing.TB, external bool) *fleetRig {
 	var mark [4]byte
 	_, _ = rand.Read(mark[:])
 	r := &fleetRig{marker: hex.EncodeToString(mark[:]), env: []string{"E2E_TOKEN=" + e2eToken}}
+	// Registered first, so it runs last, once every hub has stopped: no
+	// child any of them started outlives them (the killed one's included).
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left := r.procsMarked()
+			if len(left) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("children left running after every hub stopped: %v", left)
+				for _, p := range left {
+					_ = syscall.Kill(p.pid, syscall.SIGKILL)
+				}
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	bin := buildEverythingServer(t)
 	cfg := filepath.Join(t.TempDir(), "company.yaml")
 	doc := fmt.Sprintf(`units:
@@ -90,10 +110,35 @@ mcp_servers:
 	for i := range 3 {
 		r.hubs = append(r.hubs, launchHub(t, r.dirs[i], r.env, r.args[i]...))
 	}
+	// Registered after the hubs: it runs before they are stopped, while
+	// their logs are still there.
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, h := range r.hubs {
+				t.Logf("n%d's fleet events:\n%s", i, fleetEvents(h.logs()))
+			}
+		}
+	})
 	for _, h := range r.hubs {
 		h.awaitReady(t, 2*time.Minute)
 	}
 	return r
+}
+
+// kill ends node i with SIGKILL, and whatever is in its process group.
+func (r *fleetRig) kill(t testing.TB, i int) {
+	if err := syscall.Kill(-r.hubs[i].cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.hubs[i].cmd.Wait()
+	r.hubs[i].stderr.Close()
+}
+
+// restart starts node i again on its data directory, and waits until it
+// answers.
+func (r *fleetRig) restart(t testing.TB, i int) {
+	r.hubs[i] = launchHub(t, r.dirs[i], r.env, r.args[i]...)
+	r.hubs[i].awaitReady(t, 2*time.Minute)
 }
 
 var natsServer struct {
@@ -104,7 +149,7 @@ var natsServer struct {
 
 // startNATSServer runs one nats-server of an operator's cluster, routed
 // through the mesh, and answers its client address.
-func startNATSServer(t *testing.T, i int, route string, mesh *partition.Mesh) string {
+func startNATSServer(t testing.TB, i int, route string, mesh *partition.Mesh) string {
 	natsServer.once.Do(func() {
 		dir := filepath.Join(os.TempDir(), "crewlet-e2e-bin")
 		natsServer.path = filepath.Join(dir, "nats-server")
@@ -177,19 +222,59 @@ cluster {
 	}
 }
 
-// fleetView is GET /fleet.
-type fleetView struct {
-	Node    string            `json:"node"`
-	Holders map[string]string `json:"holders"`
+// fleetEvents are the lines of a hub's log about seats, leases and the
+// fleet: what a failed run is read by.
+func fleetEvents(log string) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"msg":"seat_`) || strings.Contains(line, `"msg":"fleet_`) || strings.Contains(line, `"msg":"server_restart_held_back"`) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
-func (r *fleetRig) fleet(t *testing.T, i int) fleetView {
+// eventAt is when node i's log first says msg about seat at or after
+// since; false if it never does.
+func (r *fleetRig) eventAt(i int, msg, seat string, since time.Time) (time.Time, bool) {
+	for _, line := range strings.Split(r.hubs[i].logs(), "\n") {
+		var e struct {
+			Time time.Time `json:"time"`
+			Msg  string    `json:"msg"`
+			Seat string    `json:"seat"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil || e.Msg != msg || e.Seat != seat || e.Time.Before(since) {
+			continue
+		}
+		return e.Time, true
+	}
+	return time.Time{}, false
+}
+
+// fleetView is GET /fleet.
+type fleetView struct {
+	Node    string               `json:"node"`
+	Holders map[string]string    `json:"holders"`
+	Streams []state.StreamHealth `json:"streams"`
+}
+
+// settle waits until, as node i sees it, every replicated stream has a
+// leader and every other copy is current: a node restarted a moment ago
+// has caught up, and the fleet can lose any one node again.
+func (r *fleetRig) settle(t testing.TB, i int) {
+	waitUntil(t, time.Minute, fmt.Sprintf("the fleet settled, as n%d sees it", i), func() (bool, string) {
+		v := r.fleet(t, i)
+		return state.Settled(v.Streams, 3), fmt.Sprintf("%+v", v.Streams)
+	})
+}
+
+func (r *fleetRig) fleet(t testing.TB, i int) fleetView {
 	var v fleetView
 	r.getJSON(t, i, "/fleet", &v)
 	return v
 }
 
-func (r *fleetRig) getJSON(t *testing.T, i int, path string, v any) {
+func (r *fleetRig) getJSON(t testing.TB, i int, path string, v any) {
 	req, _ := http.NewRequest("GET", r.hubs[i].baseURL()+path, nil)
 	req.Header.Set("Authorization", "Bearer "+e2eToken)
 	resp, err := http.DefaultClient.Do(req)
@@ -208,8 +293,15 @@ type proc struct{ pid, ppid int }
 
 // seatProcs finds every process carrying WHO=<who>-<marker>.
 func (r *fleetRig) seatProcs(who string) []proc {
+	return r.procsWith("WHO=" + who + "-" + r.marker + "\x00")
+}
+
+// procsMarked finds every process any of the rig's hubs started: the
+// shared server's and every seat's.
+func (r *fleetRig) procsMarked() []proc { return r.procsWith("-" + r.marker + "\x00") }
+
+func (r *fleetRig) procsWith(want string) []proc {
 	var out []proc
-	want := "WHO=" + who + "-" + r.marker
 	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
 	for _, f := range envs {
 		b, err := os.ReadFile(f)
@@ -247,7 +339,7 @@ func (r *fleetRig) runsOn(who string) int {
 	return -1
 }
 
-func (r *fleetRig) client(t *testing.T, i int) *mcp.ClientSession {
+func (r *fleetRig) client(t testing.TB, i int) *mcp.ClientSession {
 	cs, err := goSDKClient(t, r.hubs[i].mcpURL(), e2eToken, "")
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +371,7 @@ func create(cs *mcp.ClientSession, title string, within time.Duration) (outcome,
 }
 
 // titles counts the items of CORE by title, as node i's projection has them.
-func titles(t *testing.T, cs *mcp.ClientSession) map[string]int {
+func titles(t testing.TB, cs *mcp.ClientSession) map[string]int {
 	out := map[string]int{}
 	cursor := ""
 	for {
@@ -309,7 +401,7 @@ func titles(t *testing.T, cs *mcp.ClientSession) map[string]int {
 	}
 }
 
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() (bool, string)) time.Time {
+func waitUntil(t testing.TB, within time.Duration, what string, cond func() (bool, string)) time.Time {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -325,7 +417,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() (boo
 }
 
 // cellOf is node's cell in server's row as node i shows it.
-func (r *fleetRig) cellOf(t *testing.T, i int, server, node string) map[string]any {
+func (r *fleetRig) cellOf(t testing.TB, i int, server, node string) map[string]any {
 	var rows struct {
 		Servers []struct {
 			Name  string           `json:"name"`
