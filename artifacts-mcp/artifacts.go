@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- create_artifact ----
@@ -189,7 +190,7 @@ func applyCreate(a *applier) (any, error) {
 		}
 	}
 	slices.Sort(v.Changed)
-	if err := setJSON(a.B, versionKey(id, 1), v); err != nil {
+	if err := state.SetJSON(a.B, versionKey(id, 1), v); err != nil {
 		return nil, err
 	}
 	if err := a.put(art); err != nil {
@@ -338,7 +339,7 @@ func applyUpdate(a *applier) (any, error) {
 		if v.Label != *pl.Label {
 			v.Label = *pl.Label
 			changed = append(changed, fmt.Sprintf("label of version %d", v.N))
-			if err := setJSON(a.B, versionKey(art.ID, v.N), v); err != nil {
+			if err := state.SetJSON(a.B, versionKey(art.ID, v.N), v); err != nil {
 				return nil, err
 			}
 		}

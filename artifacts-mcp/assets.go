@@ -9,6 +9,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- upload_artifact_asset ----
@@ -142,7 +143,7 @@ func applyAsset(a *applier) (any, error) {
 	}
 	key := kAsset + art.ID + "/" + pl.Path
 	var old fileRef
-	found, err := getJSON(a.R, key, &old)
+	found, err := state.GetJSON(a.R, key, &old)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +156,7 @@ func applyAsset(a *applier) (any, error) {
 	if err := a.hold(art.ID, pl.File.Blob); err != nil {
 		return nil, err
 	}
-	if err := setJSON(a.B, key, pl.File); err != nil {
+	if err := state.SetJSON(a.B, key, pl.File); err != nil {
 		return nil, err
 	}
 	if err := a.history(art.ID, "uploaded the asset "+assetDir+pl.Path, 0); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // An artifact's datastore (ART-3, ART-8): collections of rows, each
@@ -102,7 +103,7 @@ func (sc *schema) collection(name string) *collection {
 
 func readSchema(r pebble.Reader, id string) (*schema, error) {
 	var sc schema
-	if _, err := getJSON(r, kSchema+id, &sc); err != nil {
+	if _, err := state.GetJSON(r, kSchema+id, &sc); err != nil {
 		return nil, err
 	}
 	return &sc, nil
@@ -243,7 +244,7 @@ func rowKey(id, coll, doc string) string { return kRow + id + "/" + coll + "/" +
 
 func readRow(r pebble.Reader, id, coll, doc string) (*row, error) {
 	var rw row
-	found, err := getJSON(r, rowKey(id, coll, doc), &rw)
+	found, err := state.GetJSON(r, rowKey(id, coll, doc), &rw)
 	if err != nil || !found {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- read_artifact_data ----
@@ -50,16 +51,6 @@ type readDataOut struct {
 	NextAfter string `json:"next_after,omitempty"`
 }
 
-func pageLimit(limit, def, most int) (int, error) {
-	if limit == 0 {
-		return def, nil
-	}
-	if limit < 1 || limit > most {
-		return 0, authority.Refuse(authority.Invalid, "limit %d is outside 1 to %d.", limit, most).WithData("argument", "limit")
-	}
-	return limit, nil
-}
-
 // dataReadable is a data read's artifact, decision, schema and collection.
 func (s *srv) dataReadable(ctx context.Context, c authority.Caller, id, collName, tool string) (*artifact, access, *schema, *collection, error) {
 	art, acc, err := s.readable(ctx, c, id, tool, collName)
@@ -85,7 +76,7 @@ func (s *srv) dataReadable(ctx context.Context, c authority.Caller, id, collName
 }
 
 func (s *srv) readArtifactData(ctx context.Context, c authority.Caller, in readDataIn) (readDataOut, error) {
-	limit, err := pageLimit(in.Limit, 100, 500)
+	limit, err := servers.PageLimit(in.Limit, 100, 500)
 	if err != nil {
 		return readDataOut{}, err
 	}
@@ -214,7 +205,7 @@ type queryOut struct {
 var filterOps = []string{"eq", "lt", "lte", "gt", "gte"}
 
 func (s *srv) queryArtifactData(ctx context.Context, c authority.Caller, in queryIn) (queryOut, error) {
-	limit, err := pageLimit(in.Limit, 50, 500)
+	limit, err := servers.PageLimit(in.Limit, 50, 500)
 	if err != nil {
 		return queryOut{}, err
 	}
@@ -290,7 +281,7 @@ func (s *srv) queryArtifactData(ctx context.Context, c authority.Caller, in quer
 			}
 		}
 		prefix := kRow + art.ID + "/" + coll.Name + "/"
-		lo, hi := []byte(prefix), upper(prefix)
+		lo, hi := []byte(prefix), state.Upper(prefix)
 		inIndex := drive >= 0
 		// Where the walk's own order is the order asked for (row id within
 		// one value of an equality, or the rows themselves), the page is
@@ -300,7 +291,7 @@ func (s *srv) queryArtifactData(ctx context.Context, c authority.Caller, in quer
 		if inIndex {
 			f := filters[drive]
 			prefix = indexPrefix(art.ID, coll.Name, f.col)
-			lo, hi = []byte(prefix), upper(prefix)
+			lo, hi = []byte(prefix), state.Upper(prefix)
 			switch f.op {
 			case "eq":
 				lo, hi = []byte(prefix+f.enc+"\x00"), []byte(prefix+f.enc+"\x01")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- write_artifact_data ----
@@ -501,7 +502,7 @@ func (a *applier) writeRow(id string, ch *change) error {
 		return a.B.Set([]byte(changeKey(id, coll.Name, a.Pos, ch.doc)), []byte(`{"deleted":true}`), nil)
 	}
 	ch.now.Pos = a.Pos
-	if err := setJSON(a.B, rowKey(id, coll.Name, ch.doc), ch.now); err != nil {
+	if err := state.SetJSON(a.B, rowKey(id, coll.Name, ch.doc), ch.now); err != nil {
 		return err
 	}
 	for _, k := range indexKeys(id, coll, ch.now) {

@@ -151,7 +151,7 @@ var testQuota = servers.Projector(kindTestQuota, func(a *servers.Apply) (any, er
 	if err := a.Payload(&pl); err != nil {
 		return nil, err
 	}
-	return map[string]any{}, setJSON(a.B, kQuota+pl.Turn, pl.Quota)
+	return map[string]any{}, state.SetJSON(a.B, kQuota+pl.Turn, pl.Quota)
 })
 
 // setQuota sets a turn's quota row straight in the projection, as if the

@@ -1,12 +1,11 @@
 package artifacts
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // Key layout of the artifact store in the node's projection.
@@ -23,33 +22,7 @@ const (
 	kChange   = "art/chg/" // + id/collection/%016x pos/doc: what changed when
 )
 
-// upper is the exclusive upper bound of every key starting with prefix.
-func upper(prefix string) []byte { return []byte(prefix + "\xff") }
-
 func versionKey(id string, n int) string { return fmt.Sprintf("%s%s/%08d", kVersion, id, n) }
-
-func getJSON(r pebble.Reader, key string, v any) (bool, error) {
-	b, closer, err := r.Get([]byte(key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer closer.Close()
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("decode %q: %w", key, err)
-	}
-	return true, nil
-}
-
-func setJSON(b *pebble.Batch, key string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return b.Set([]byte(key), data, nil)
-}
 
 // readArtifact reads an artifact by id; nil when there is none.
 func readArtifact(r pebble.Reader, id string) (*artifact, error) {
@@ -58,7 +31,7 @@ func readArtifact(r pebble.Reader, id string) (*artifact, error) {
 		return nil, nil
 	}
 	var a artifact
-	found, err := getJSON(r, kArtifact+id, &a)
+	found, err := state.GetJSON(r, kArtifact+id, &a)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -68,7 +41,7 @@ func readArtifact(r pebble.Reader, id string) (*artifact, error) {
 // readVersion reads version n of an artifact; nil when there is none.
 func readVersion(r pebble.Reader, id string, n int) (*version, error) {
 	var v version
-	found, err := getJSON(r, versionKey(id, n), &v)
+	found, err := state.GetJSON(r, versionKey(id, n), &v)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -82,7 +55,7 @@ func each(r pebble.Reader, prefix, after string, fn func(k, v []byte) (bool, err
 	if after != "" {
 		lower = append([]byte(prefix+after), 0)
 	}
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper(prefix)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: state.Upper(prefix)})
 	if err != nil {
 		return err
 	}

@@ -67,12 +67,12 @@ func (a *applier) open(id string) (*artifact, error) {
 	return art, trashed(art)
 }
 
-func (a *applier) put(art *artifact) error { return setJSON(a.B, kArtifact+art.ID, art) }
+func (a *applier) put(art *artifact) error { return state.SetJSON(a.B, kArtifact+art.ID, art) }
 
 // history adds a row to an artifact's history.
 func (a *applier) history(id, what string, ver int) error {
 	k := fmt.Sprintf("%s%s/%016x/%04d", kHistory, id, a.Pos, a.Seq())
-	return setJSON(a.B, k, historyRow{At: a.At(), By: a.By.Seat, OperatorID: a.Op.Caller.OperatorID, What: what, Version: ver})
+	return state.SetJSON(a.B, k, historyRow{At: a.At(), By: a.By.Seat, OperatorID: a.Op.Caller.OperatorID, What: what, Version: ver})
 }
 
 // hold records that the artifact refers to a blob: it is kept until the

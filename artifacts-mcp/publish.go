@@ -14,6 +14,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- publish_artifact ----
@@ -366,7 +367,7 @@ func applyPublish(a *applier) (any, error) {
 		return nil, authority.Refuse(authority.Invalid, "version %d would hold %d files; a version holds at most %d.", next.N, len(next.Files), maxFiles).WithData("limit", maxFiles)
 	}
 	next.Changed = diffPaths(base.Files, next.Files)
-	if err := setJSON(a.B, versionKey(art.ID, next.N), next); err != nil {
+	if err := state.SetJSON(a.B, versionKey(art.ID, next.N), next); err != nil {
 		return nil, err
 	}
 	art = art.clone()

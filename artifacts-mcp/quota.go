@@ -4,6 +4,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // A turn's quotas (ART-3, ART-8), kept in the projection under its turn
@@ -29,7 +30,7 @@ func readQuota(r pebble.Reader, turn string) (turnQuota, error) {
 	if turn == "" {
 		return q, nil
 	}
-	_, err := getJSON(r, kQuota+turn, &q)
+	_, err := state.GetJSON(r, kQuota+turn, &q)
 	return q, err
 }
 
@@ -89,7 +90,7 @@ func (a *applier) countPublish(id string, publish bool, bytes int64) error {
 		q.Per[id]++
 	}
 	q.Bytes += bytes
-	return setJSON(a.B, kQuota+turn, q)
+	return state.SetJSON(a.B, kQuota+turn, q)
 }
 
 // countDataOps checks and counts a batch of datastore ops.
@@ -106,7 +107,7 @@ func (a *applier) countDataOps(ops int) error {
 		return err
 	}
 	q.DataOps += ops
-	return setJSON(a.B, kQuota+turn, q)
+	return state.SetJSON(a.B, kQuota+turn, q)
 }
 
 // quotaOf reads the quota a seat's call counts against, for a tool's check

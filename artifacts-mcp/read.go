@@ -312,19 +312,16 @@ func (s *srv) listArtifacts(_ context.Context, c authority.Caller, in listIn) (l
 	if _, ok := kinds[in.Kind]; in.Kind != "" && !ok {
 		return listOut{}, authority.Refuse(authority.Invalid, "kind %q is not one of %s.", in.Kind, strings.Join(kindNames, ", ")).WithData("argument", "kind")
 	}
-	limit := in.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	if limit < 1 || limit > 200 {
-		return listOut{}, authority.Refuse(authority.Invalid, "limit %d is outside 1 to 200.", in.Limit).WithData("argument", "limit")
+	limit, err := servers.PageLimit(in.Limit, 50, 200)
+	if err != nil {
+		return listOut{}, err
 	}
 	if err := s.checkRequester(c); err != nil {
 		return listOut{}, err
 	}
 	words := strings.ToLower(strings.TrimSpace(in.Query))
 	out := listOut{Artifacts: []listRow{}}
-	err := s.w.View(func(r pebble.Reader) error {
+	err = s.w.View(func(r pebble.Reader) error {
 		return each(r, kArtifact, in.After, func(_, v []byte) (bool, error) {
 			var a artifact
 			if err := json.Unmarshal(v, &a); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- set_artifact_schema ----
@@ -125,7 +126,7 @@ func applySchema(a *applier) (any, error) {
 		if n == nil {
 			for _, p := range []string{kRow, kIndex, kChange} {
 				prefix := p + art.ID + "/" + o.Name + "/"
-				if err := a.B.DeleteRange([]byte(prefix), upper(prefix), nil); err != nil {
+				if err := a.B.DeleteRange([]byte(prefix), state.Upper(prefix), nil); err != nil {
 					return nil, err
 				}
 			}
@@ -135,7 +136,7 @@ func applySchema(a *applier) (any, error) {
 			if col.Indexed {
 				if nc := n.column(col.Name); nc == nil || !nc.Indexed {
 					p := indexPrefix(art.ID, o.Name, col.Name)
-					if err := a.B.DeleteRange([]byte(p), upper(p), nil); err != nil {
+					if err := a.B.DeleteRange([]byte(p), state.Upper(p), nil); err != nil {
 						return nil, err
 					}
 				}
@@ -175,7 +176,7 @@ func applySchema(a *applier) (any, error) {
 			return nil, err
 		}
 	}
-	if err := setJSON(a.B, kSchema+art.ID, now); err != nil {
+	if err := state.SetJSON(a.B, kSchema+art.ID, now); err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(now.Collections))

@@ -136,7 +136,7 @@ func applyPurge(a *applier) (any, error) {
 	}
 	for _, prefix := range []string{kVersion, kAsset, kHistory, kBlob, kRow, kIndex, kChange} {
 		p := prefix + art.ID + "/"
-		if err := a.B.DeleteRange([]byte(p), upper(p), nil); err != nil {
+		if err := a.B.DeleteRange([]byte(p), state.Upper(p), nil); err != nil {
 			return nil, err
 		}
 	}
@@ -178,7 +178,7 @@ func (st *Store) Open(ctx context.Context, c authority.Caller, id, p string) (Fi
 		}
 		if rest, ok := strings.CutPrefix(p, assetDir); ok {
 			var err error
-			found, err = getJSON(r, kAsset+art.ID+"/"+rest, &f)
+			found, err = state.GetJSON(r, kAsset+art.ID+"/"+rest, &f)
 			return err
 		}
 		v, err := readVersion(r, art.ID, art.Head)

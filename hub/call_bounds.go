@@ -47,8 +47,15 @@ func (r *Router) cut(caller, call context.Context, e Entry, limit time.Duration)
 	data := map[string]any{}
 	var sentence string
 	switch {
+	case r.life != nil && r.life.Err() != nil && e.Source != SourceBuiltin:
+		// MCP-6: the engine stopping a server names it, what took it down
+		// and when it comes back, as a crash does.
+		server := serverOf(e.Source)
+		sentence = fmt.Sprintf("The MCP server %q was stopped because the hub is shutting down; the hub stopped waiting for %q and told the server to cancel the call. "+
+			"No restart is scheduled before the hub starts again.", server, e.Name)
+		data["server"] = server
 	case r.life != nil && r.life.Err() != nil:
-		sentence = fmt.Sprintf("The hub is shutting down, so it stopped waiting for %q and told its server to cancel the call.", e.Name)
+		sentence = fmt.Sprintf("The hub is shutting down, so it stopped waiting for %q.", e.Name)
 	case errors.Is(call.Err(), context.DeadlineExceeded):
 		server := serverOf(e.Source)
 		secs := int(limit.Round(time.Second).Seconds())

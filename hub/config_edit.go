@@ -10,8 +10,8 @@ import (
 	"sort"
 
 	"github.com/crewlet/hub/authority"
-	"github.com/crewlet/hub/servers/atomicfile"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers/atomicfile"
 	"gopkg.in/yaml.v3"
 )
 

@@ -263,8 +263,8 @@ func TestCallInFlightWhenTheHubStops_MCP6(t *testing.T) {
 		t.Fatal("the call in flight was not answered when the hub stopped")
 	}
 	got := readDown(t, res)
-	if got.class != authority.Unavailable || !strings.Contains(got.sentence, `"crashy"`) || !strings.Contains(got.sentence, "it was stopped") ||
-		!strings.Contains(got.sentence, "No restart is scheduled") || got.data["may_have_taken_effect"] != true {
+	if got.class != authority.Unavailable || !strings.Contains(got.sentence, `"crashy" was stopped because the hub is shutting down`) ||
+		!strings.Contains(got.sentence, "No restart is scheduled") || got.data["server"] != "crashy" || got.data["may_have_taken_effect"] != true {
 		t.Fatalf("in flight at stop: %+v", got)
 	}
 }

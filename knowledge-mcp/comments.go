@@ -8,6 +8,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- comment_on_page ----
@@ -41,14 +42,8 @@ func (s *srv) commentOnPage(ctx context.Context, c authority.Caller, in commentI
 	// Nothing about the remark is reported if its outcome is unknown: not
 	// its id (WR-2).
 	wo, res, err := servers.Write[pageResult](ctx, s.w, call, func(r pebble.Reader) (servers.Intent, error) {
-		p, err := readPage(r, in.ID)
+		p, err := s.pageFor(r, c, in.ID)
 		if err != nil {
-			return servers.Intent{}, err
-		}
-		if p == nil {
-			return servers.Intent{}, authority.Refuse(authority.NotFound, "No page has the id %q.", in.ID)
-		}
-		if _, err := s.resolveContainer(c, p.Container); err != nil {
 			return servers.Intent{}, err
 		}
 		pl := commentPayload{ID: p.ID, Body: servers.Unfence(in.Body), Edit: in.Edit}
@@ -120,7 +115,7 @@ func applyComment(a *applier) (any, error) {
 	note := kTurnNote + old.ID + "/" + turn
 	if turn != "" && pl.Edit == 0 {
 		var prior int
-		if found, err := getJSON(a.R, note, &prior); err != nil {
+		if found, err := state.GetJSON(a.R, note, &prior); err != nil {
 			return nil, err
 		} else if found {
 			return pageResult{ID: old.ID, Container: old.Container, Title: old.Title, Version: old.Version, CommentID: prior, AlreadyPosted: true}, nil
@@ -138,7 +133,7 @@ func applyComment(a *applier) (any, error) {
 		id = len(p.Comments) + 1
 		p.Comments = append(p.Comments, pageComment{ID: id, By: a.By, At: a.At(), Body: pl.Body})
 		if turn != "" {
-			if err := setJSON(a.B, note, id); err != nil {
+			if err := state.SetJSON(a.B, note, id); err != nil {
 				return nil, err
 			}
 		}

@@ -152,14 +152,8 @@ func (s *srv) savePage(ctx context.Context, c authority.Caller, in saveIn) (page
 		return pageOut{}, err
 	}
 	wo, res, err := servers.Write[pageResult](ctx, s.w, call, func(r pebble.Reader) (servers.Intent, error) {
-		p, err := readPage(r, in.ID)
+		p, err := s.pageFor(r, c, in.ID)
 		if err != nil {
-			return servers.Intent{}, err
-		}
-		if p == nil {
-			return servers.Intent{}, authority.Refuse(authority.NotFound, "No page has the id %q.", in.ID)
-		}
-		if _, err := s.resolveContainer(c, p.Container); err != nil {
 			return servers.Intent{}, err
 		}
 		pl := savePayload{ID: p.ID, Version: in.Version, Title: in.Title, Status: in.Status, Parent: in.Parent, Watch: in.Watch}

@@ -62,10 +62,10 @@ func (a *applier) putPage(old, p *page) error {
 			}
 		}
 	}
-	if err := setJSON(a.B, kPage+p.ID, p); err != nil {
+	if err := state.SetJSON(a.B, kPage+p.ID, p); err != nil {
 		return err
 	}
-	if err := setJSON(a.B, titleKey(p.Container, p.Title), p.ID); err != nil {
+	if err := state.SetJSON(a.B, titleKey(p.Container, p.Title), p.ID); err != nil {
 		return err
 	}
 	for _, k := range p.indexKeys() {

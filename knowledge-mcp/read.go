@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // historyShown is how many of a page's newest history rows get_page
@@ -65,14 +66,8 @@ type getOut struct {
 func (s *srv) getPage(_ context.Context, c authority.Caller, in getIn) (getOut, error) {
 	var out getOut
 	err := s.w.View(func(r pebble.Reader) error {
-		p, err := readPage(r, in.ID)
+		p, err := s.pageFor(r, c, in.ID)
 		if err != nil {
-			return err
-		}
-		if p == nil {
-			return authority.Refuse(authority.NotFound, "No page has the id %q.", in.ID)
-		}
-		if _, err := s.resolveContainer(c, p.Container); err != nil {
 			return err
 		}
 		if p.Trashed {
@@ -171,12 +166,9 @@ type listOut struct {
 }
 
 func (s *srv) listPages(_ context.Context, c authority.Caller, in listIn) (listOut, error) {
-	limit := in.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	if limit < 1 || limit > 200 {
-		return listOut{}, authority.Refuse(authority.Invalid, "limit %d is outside 1 to 200.", in.Limit)
+	limit, err := servers.PageLimit(in.Limit, 50, 200)
+	if err != nil {
+		return listOut{}, err
 	}
 	container, err := s.resolveContainer(c, in.Container)
 	if err != nil {
@@ -205,7 +197,7 @@ func (s *srv) listPages(_ context.Context, c authority.Caller, in listIn) (listO
 			}
 			lower = append(cur, 0)
 		}
-		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper(prefix)})
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: state.Upper(prefix)})
 		if err != nil {
 			return err
 		}
@@ -214,7 +206,7 @@ func (s *srv) listPages(_ context.Context, c authority.Caller, in listIn) (listO
 		var last string
 		for it.First(); it.Valid(); it.Next() {
 			var id string
-			if found, err := getJSON(r, string(it.Key()), &id); err != nil || !found {
+			if found, err := state.GetJSON(r, string(it.Key()), &id); err != nil || !found {
 				return err
 			}
 			p, err := readPage(r, id)

@@ -95,12 +95,9 @@ type searchOut struct {
 }
 
 func (s *srv) searchKnowledge(ctx context.Context, c authority.Caller, in searchIn) (searchOut, error) {
-	limit := in.Limit
-	if limit == 0 {
-		limit = 10
-	}
-	if limit < 1 || limit > 50 {
-		return searchOut{}, authority.Refuse(authority.Invalid, "limit %d is outside 1 to 50.", in.Limit)
+	limit, err := servers.PageLimit(in.Limit, 10, 50)
+	if err != nil {
+		return searchOut{}, err
 	}
 	scope := ""
 	if strings.TrimSpace(in.Container) != "" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crewlet/hub/authority"
@@ -102,6 +103,23 @@ func (s *srv) dir() *authority.Directory {
 		return d
 	}
 	return authority.NewDirectory(nil, nil)
+}
+
+// pageFor is the page a call names by id, in a container the caller may
+// use: a page nobody has is not_found, and one in a container kept from
+// the page tools is refused as resolveContainer refuses it.
+func (s *srv) pageFor(r pebble.Reader, c authority.Caller, id string) (*page, error) {
+	p, err := readPage(r, id)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, authority.Refuse(authority.NotFound, "No page has the id %q.", id)
+	}
+	if _, err := s.resolveContainer(c, p.Container); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // resolveContainer decides which container a call is about: the one named,

@@ -140,3 +140,17 @@ func isControl(r rune) bool {
 	}
 	return false
 }
+
+// PageLimit is how many rows a list answers: def when the caller sent no
+// limit (0), the caller's when it lies in 1..most, and otherwise a refusal
+// naming the argument, so a model learns the range rather than being
+// quietly handed another page size than it asked for.
+func PageLimit(limit, def, most int) (int, error) {
+	if limit == 0 {
+		return def, nil
+	}
+	if limit < 1 || limit > most {
+		return 0, authority.Refuse(authority.Invalid, "limit %d is outside 1 to %d.", limit, most).WithData("argument", "limit")
+	}
+	return limit, nil
+}

@@ -2,6 +2,8 @@ package servers
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -76,5 +78,30 @@ func TestCheckArgumentTextCatchesEveryEncoding(t *testing.T) {
 	r := CheckArgumentText(json.RawMessage(`{"path":"ok","query":{"q":"a\u0000"}}`))
 	if r == nil || !strings.Contains(r.Sentence, "query.q") {
 		t.Fatalf("the argument is not named: %v", r)
+	}
+}
+
+// A list's page size: the default when none is sent, the caller's inside
+// the range, and a refusal naming the argument and the range outside it.
+func TestPageLimit(t *testing.T) {
+	for _, tc := range []struct {
+		limit, want int
+		refused     bool
+	}{
+		{0, 50, false}, {1, 1, false}, {200, 200, false}, {37, 37, false},
+		{-1, 0, true}, {201, 0, true}, {-200, 0, true},
+	} {
+		got, err := PageLimit(tc.limit, 50, 200)
+		if tc.refused {
+			var r *authority.Refusal
+			if !errors.As(err, &r) || r.Class != authority.Invalid || r.Data["argument"] != "limit" ||
+				r.Sentence != fmt.Sprintf("limit %d is outside 1 to 200.", tc.limit) {
+				t.Errorf("limit %d: %v, want an invalid refusal naming limit and 1 to 200", tc.limit, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("limit %d = %d, %v; want %d", tc.limit, got, err, tc.want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // activity is one row of the feed.
@@ -57,15 +58,12 @@ type listActivityOut struct {
 const listActivityScan = 20000
 
 func (s *srv) listActivity(_ context.Context, _ authority.Caller, in listActivityIn) (listActivityOut, error) {
-	limit := in.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	if limit < 1 || limit > 200 {
-		return listActivityOut{}, authority.Refuse(authority.Invalid, "limit %d is outside 1 to 200.", in.Limit)
+	limit, err := servers.PageLimit(in.Limit, 50, 200)
+	if err != nil {
+		return listActivityOut{}, err
 	}
 	out := listActivityOut{Activity: []activityRow{}}
-	err := s.w.View(func(r pebble.Reader) error {
+	err = s.w.View(func(r pebble.Reader) error {
 		item := ""
 		if in.Item != "" {
 			it, err := readItem(r, in.Item)
@@ -132,7 +130,7 @@ func (s *srv) getActivity(_ context.Context, _ authority.Caller, in getActivityI
 		found := false
 		if ok {
 			var err error
-			found, err = getJSON(r, kActivity+id, &a)
+			found, err = state.GetJSON(r, kActivity+id, &a)
 			if err != nil {
 				return err
 			}

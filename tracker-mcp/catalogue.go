@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // statusDef is one status of the work catalogue. Category decides what the
@@ -49,7 +50,7 @@ func defaultCatalogue() catalogue {
 
 func readCatalogue(r pebble.Reader) (catalogue, error) {
 	var c catalogue
-	found, err := getJSON(r, kCatalogue, &c)
+	found, err := state.GetJSON(r, kCatalogue, &c)
 	if err != nil || !found {
 		return defaultCatalogue(), err
 	}
@@ -237,7 +238,7 @@ func applyCatalogue(a *applier) (any, error) {
 	}
 	// A status still carried by items cannot leave the catalogue: those
 	// items would hold a status nothing defines.
-	it, err := a.R.NewIter(&pebble.IterOptions{LowerBound: []byte(kProject), UpperBound: upper(kProject)})
+	it, err := a.R.NewIter(&pebble.IterOptions{LowerBound: []byte(kProject), UpperBound: state.Upper(kProject)})
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +264,7 @@ func applyCatalogue(a *applier) (any, error) {
 		}
 	}
 	pl.Catalogue.Version = cur.Version + 1
-	if err := setJSON(a.B, kCatalogue, pl.Catalogue); err != nil {
+	if err := state.SetJSON(a.B, kCatalogue, pl.Catalogue); err != nil {
 		return nil, err
 	}
 	if err := a.activity("catalogue_written", "", "", fmt.Sprintf("wrote the work catalogue (%d statuses, %d priorities)", len(pl.Catalogue.Statuses), len(pl.Catalogue.Priorities)), nil); err != nil {

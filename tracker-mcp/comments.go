@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- comment_on_work_item ----
@@ -119,7 +120,7 @@ func applyComment(a *applier) (any, error) {
 	turn := a.Op.Caller.TurnKey
 	if turn != "" && pl.Choice == "" {
 		var prior int
-		found, err := getJSON(a.R, kTurnNote+old.ID+"/"+turn, &prior)
+		found, err := state.GetJSON(a.R, kTurnNote+old.ID+"/"+turn, &prior)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +148,7 @@ func applyComment(a *applier) (any, error) {
 		return nil, err
 	}
 	if turn != "" && pl.Choice == "" {
-		if err := setJSON(a.B, kTurnNote+it.ID+"/"+turn, id); err != nil {
+		if err := state.SetJSON(a.B, kTurnNote+it.ID+"/"+turn, id); err != nil {
 			return nil, err
 		}
 	}

@@ -76,15 +76,12 @@ type listFilesOut struct {
 }
 
 func (s *srv) listProjectFiles(_ context.Context, c authority.Caller, in listFilesIn) (listFilesOut, error) {
-	limit := in.Limit
-	if limit == 0 {
-		limit = 100
-	}
-	if limit < 1 || limit > 200 {
-		return listFilesOut{}, authority.Refuse(authority.Invalid, "limit %d is outside 1 to 200.", in.Limit)
+	limit, err := servers.PageLimit(in.Limit, 100, 200)
+	if err != nil {
+		return listFilesOut{}, err
 	}
 	out := listFilesOut{Files: []fileInfo{}}
-	err := s.w.View(func(r pebble.Reader) error {
+	err = s.w.View(func(r pebble.Reader) error {
 		d, _, err := s.resolveProject(r, c, in.Project)
 		if err != nil {
 			return err
@@ -95,7 +92,7 @@ func (s *srv) listProjectFiles(_ context.Context, c authority.Caller, in listFil
 		if in.After != "" {
 			lower = append([]byte(prefix+in.After), 0)
 		}
-		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper(prefix)})
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: state.Upper(prefix)})
 		if err != nil {
 			return err
 		}
@@ -155,7 +152,7 @@ func (s *srv) readProjectFile(ctx context.Context, c authority.Caller, in readFi
 		if err != nil {
 			return err
 		}
-		found, err := getJSON(r, fileKey(d.Key, p), &f)
+		found, err := state.GetJSON(r, fileKey(d.Key, p), &f)
 		if err != nil {
 			return err
 		}
@@ -303,7 +300,7 @@ func (s *srv) writeProjectFile(ctx context.Context, c authority.Caller, in write
 			return servers.Intent{}, err
 		}
 		var f file
-		found, err := getJSON(r, fileKey(d.Key, p), &f)
+		found, err := state.GetJSON(r, fileKey(d.Key, p), &f)
 		if err != nil {
 			return servers.Intent{}, err
 		}
@@ -350,7 +347,7 @@ func applyFileWrite(a *applier) (any, error) {
 		return nil, err
 	}
 	var f file
-	found, err := getJSON(a.R, fileKey(p.Key, pl.Path), &f)
+	found, err := state.GetJSON(a.R, fileKey(p.Key, pl.Path), &f)
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +369,7 @@ func applyFileWrite(a *applier) (any, error) {
 	if !slices.Contains(f.Writers, a.By) {
 		f.Writers = append(f.Writers, a.By)
 	}
-	if err := setJSON(a.B, fileKey(p.Key, pl.Path), f); err != nil {
+	if err := state.SetJSON(a.B, fileKey(p.Key, pl.Path), f); err != nil {
 		return nil, err
 	}
 	if err := a.activity("file_written", p.Key, "", fmt.Sprintf("wrote %s (%d bytes)", pl.Path, pl.Size), nil); err != nil {
@@ -438,7 +435,7 @@ func (s *srv) eraseFreed(ctx context.Context) {
 
 // checkFileExists refuses naming a file the project does not have.
 func checkFileExists(r pebble.Reader, project, p string) error {
-	ok, err := exists(r, fileKey(project, p))
+	ok, err := state.Exists(r, fileKey(project, p))
 	if err != nil {
 		return err
 	}
@@ -454,7 +451,7 @@ func applyFileRemove(a *applier) (any, error) {
 		return nil, err
 	}
 	var f file
-	found, err := getJSON(a.R, fileKey(pl.Project, pl.Path), &f)
+	found, err := state.GetJSON(a.R, fileKey(pl.Project, pl.Path), &f)
 	if err != nil {
 		return nil, err
 	}
@@ -504,7 +501,7 @@ func ProjectFiles(r pebble.Reader, project, p string) ([]ProjectFile, error) {
 	}
 	if !dirOnly {
 		var f file
-		found, err := getJSON(r, fileKey(project, clean), &f)
+		found, err := state.GetJSON(r, fileKey(project, clean), &f)
 		if err != nil || !found {
 			return nil, err
 		}
@@ -514,7 +511,7 @@ func ProjectFiles(r pebble.Reader, project, p string) ([]ProjectFile, error) {
 	if p != "/" {
 		prefix += clean + "/"
 	}
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper(prefix)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: state.Upper(prefix)})
 	if err != nil {
 		return nil, err
 	}

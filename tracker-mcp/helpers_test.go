@@ -116,7 +116,7 @@ func (h *harness) countItems() int {
 	h.t.Helper()
 	n := 0
 	err := h.node.View(func(r pebble.Reader) error {
-		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kItem), UpperBound: upper(kItem)})
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kItem), UpperBound: state.Upper(kItem)})
 		if err != nil {
 			return err
 		}

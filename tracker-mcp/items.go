@@ -258,11 +258,11 @@ func applyCreate(a *applier) (any, error) {
 	// it is used unless another write took that number first.
 	number := p.Next + 1
 	if proj, n, ok := parseKey(pl.Key); ok && proj == p.Key && n > 0 {
-		taken, err := exists(a.R, kItem+pl.Key)
+		taken, err := state.Exists(a.R, kItem+pl.Key)
 		if err != nil {
 			return nil, err
 		}
-		aliased, err := exists(a.R, kAlias+pl.Key)
+		aliased, err := state.Exists(a.R, kAlias+pl.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -437,12 +437,9 @@ func (s *srv) listWorkItems(_ context.Context, c authority.Caller, in listIn) (l
 }
 
 func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, error) {
-	limit := in.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	if limit < 1 || limit > 200 {
-		return listOut{}, authority.Refuse(authority.Invalid, "limit %d is outside 1 to 200.", in.Limit)
+	limit, err := servers.PageLimit(in.Limit, 50, 200)
+	if err != nil {
+		return listOut{}, err
 	}
 	proj := strings.ToUpper(strings.TrimSpace(in.Project))
 	assignee := strings.TrimSpace(in.Assignee)
@@ -504,7 +501,7 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 	default:
 		prefix = kIxProject
 	}
-	bound := upper(prefix)
+	bound := state.Upper(prefix)
 	if in.Cursor != "" {
 		cur, err := base64.RawURLEncoding.DecodeString(in.Cursor)
 		if err != nil || !strings.HasPrefix(string(cur), prefix) {
@@ -532,7 +529,7 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 			continue
 		}
 		var sm summary
-		found, err := getJSON(r, kSummary+itemKey(pk, n), &sm)
+		found, err := state.GetJSON(r, kSummary+itemKey(pk, n), &sm)
 		if err != nil {
 			return listOut{}, err
 		}

@@ -1,14 +1,13 @@
 package tracker
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // Key layout. Numbers inside index keys are zero-padded so byte order is
@@ -36,9 +35,6 @@ const (
 	// package's own; search now lives in package search, and the prefixes
 	// are not to be reused (a projection built before keeps those rows).
 )
-
-// upper is the exclusive upper bound of every key starting with prefix.
-func upper(prefix string) []byte { return []byte(prefix + "\xff") }
 
 var keyRE = regexp.MustCompile(`^([A-Z][A-Z0-9]*)-([0-9]+)$`)
 
@@ -79,53 +75,17 @@ func (it *item) indexKeys() []string {
 	return keys
 }
 
-// getJSON reads key into v; found is false when the key is absent.
-func getJSON(r pebble.Reader, key string, v any) (bool, error) {
-	b, closer, err := r.Get([]byte(key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer closer.Close()
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("decode %q: %w", key, err)
-	}
-	return true, nil
-}
-
-func exists(r pebble.Reader, key string) (bool, error) {
-	_, closer, err := r.Get([]byte(key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	closer.Close()
-	return true, nil
-}
-
-func setJSON(b *pebble.Batch, key string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return b.Set([]byte(key), data, nil)
-}
-
 // resolveKey follows aliases left by moves, so an old key still names the
 // item. It answers the current key, or "" when nothing has that key.
 func resolveKey(r pebble.Reader, key string) (string, error) {
 	key = strings.ToUpper(strings.TrimSpace(key))
 	for range 16 { // a moved item moved again chains; bounded against cycles
-		ok, err := exists(r, kItem+key)
+		ok, err := state.Exists(r, kItem+key)
 		if err != nil || ok {
 			return key, err
 		}
 		var next string
-		found, err := getJSON(r, kAlias+key, &next)
+		found, err := state.GetJSON(r, kAlias+key, &next)
 		if err != nil || !found {
 			return "", err
 		}
@@ -140,7 +100,7 @@ func readItem(r pebble.Reader, keyOrID string) (*item, error) {
 	k := strings.TrimSpace(keyOrID)
 	if strings.HasPrefix(k, "wi_") {
 		var cur string
-		found, err := getJSON(r, kID+k, &cur)
+		found, err := state.GetJSON(r, kID+k, &cur)
 		if err != nil || !found {
 			return nil, err
 		}
@@ -151,7 +111,7 @@ func readItem(r pebble.Reader, keyOrID string) (*item, error) {
 		return nil, err
 	}
 	var it item
-	found, err := getJSON(r, kItem+cur, &it)
+	found, err := state.GetJSON(r, kItem+cur, &it)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -160,7 +120,7 @@ func readItem(r pebble.Reader, keyOrID string) (*item, error) {
 
 func readProject(r pebble.Reader, key string) (*project, error) {
 	var p project
-	found, err := getJSON(r, kProject+key, &p)
+	found, err := state.GetJSON(r, kProject+key, &p)
 	if err != nil || !found {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- merge_work_item ----
@@ -278,7 +279,7 @@ func applyMove(a *applier) (any, error) {
 		if err := a.B.Delete([]byte(kSummary+old.Key), nil); err != nil {
 			return nil, err
 		}
-		if err := setJSON(a.B, kAlias+old.Key, nk); err != nil {
+		if err := state.SetJSON(a.B, kAlias+old.Key, nk); err != nil {
 			return nil, err
 		}
 		it.OldKeys = append(it.OldKeys, old.Key)

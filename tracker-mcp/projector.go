@@ -70,7 +70,7 @@ func (a *applier) ensureProject(decl projectDecl) (*project, error) {
 	return p, a.putProject(p)
 }
 
-func (a *applier) putProject(p *project) error { return setJSON(a.B, kProject+p.Key, p) }
+func (a *applier) putProject(p *project) error { return state.SetJSON(a.B, kProject+p.Key, p) }
 
 // putItem writes an item and keeps its summary and indexes in step with it,
 // and marks it for the search index when its searchable text changed. old
@@ -81,10 +81,10 @@ func (a *applier) putItem(old, it *item) error {
 			return err
 		}
 	}
-	if err := setJSON(a.B, kItem+it.Key, it); err != nil {
+	if err := state.SetJSON(a.B, kItem+it.Key, it); err != nil {
 		return err
 	}
-	if err := setJSON(a.B, kSummary+it.Key, it.summary()); err != nil {
+	if err := state.SetJSON(a.B, kSummary+it.Key, it.summary()); err != nil {
 		return err
 	}
 	for _, k := range it.indexKeys() {
@@ -92,7 +92,7 @@ func (a *applier) putItem(old, it *item) error {
 			return err
 		}
 	}
-	if err := setJSON(a.B, kID+it.ID, it.Key); err != nil {
+	if err := state.SetJSON(a.B, kID+it.ID, it.Key); err != nil {
 		return err
 	}
 	if err := a.count(it.Project, it.Status, +1); err != nil {
@@ -128,7 +128,7 @@ func (a *applier) count(proj, status string, delta int) error {
 // children are the keys of an item's subtasks.
 func children(r pebble.Reader, key string) ([]string, error) {
 	prefix := kIxChild + key + "/"
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper(prefix)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: state.Upper(prefix)})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (a *applier) activity(action, proj, key, sum string, detail any) error {
 		}
 		row.Detail = d
 	}
-	return setJSON(a.B, kActivity+id, row)
+	return state.SetJSON(a.B, kActivity+id, row)
 }
 
 // wake asks for seat to be woken about an item (TRK-4).

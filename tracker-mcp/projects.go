@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // ---- list_projects / get_project ----
@@ -53,7 +54,7 @@ func (s *srv) projects(r pebble.Reader, c authority.Caller) ([]projectOut, error
 		d := declOf(u)
 		byKey[d.Key] = projectOut{Key: d.Key, Name: d.Name, Unit: d.Unit, Lead: d.Lead}
 	}
-	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kProject), UpperBound: upper(kProject)})
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kProject), UpperBound: state.Upper(kProject)})
 	if err != nil {
 		return nil, err
 	}

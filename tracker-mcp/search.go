@@ -59,12 +59,12 @@ type searchable struct {
 
 func readSearchable(r pebble.Reader, id string) (*searchable, error) {
 	var key string
-	found, err := getJSON(r, kID+id, &key)
+	found, err := state.GetJSON(r, kID+id, &key)
 	if err != nil || !found {
 		return nil, err
 	}
 	var it searchable
-	found, err = getJSON(r, kItem+key, &it)
+	found, err = state.GetJSON(r, kItem+key, &it)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func itemDoc(r pebble.Reader, id string) (search.Doc, bool, error) {
 
 // itemIDs lists every item's id, for a rebuild of the index.
 func itemIDs(r pebble.Reader, fn func(id string) error) error {
-	iter, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kID), UpperBound: upper(kID)})
+	iter, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kID), UpperBound: state.Upper(kID)})
 	if err != nil {
 		return err
 	}
@@ -128,12 +128,9 @@ type searchOut struct {
 }
 
 func (s *srv) searchWorkItems(ctx context.Context, _ authority.Caller, in searchIn) (searchOut, error) {
-	limit := in.Limit
-	if limit == 0 {
-		limit = 10
-	}
-	if limit < 1 || limit > 50 {
-		return searchOut{}, authority.Refuse(authority.Invalid, "limit %d is outside 1 to 50.", in.Limit)
+	limit, err := servers.PageLimit(in.Limit, 10, 50)
+	if err != nil {
+		return searchOut{}, err
 	}
 	if s.d.Search == nil {
 		return searchOut{}, authority.Refuse(authority.Unavailable, "The tracker's search index is not open on this hub node, so nothing was searched. list_work_items still reads the board; search again once the node is back.")
@@ -154,7 +151,7 @@ func (s *srv) searchWorkItems(ctx context.Context, _ authority.Caller, in search
 			if it == nil {
 				continue // gone since the search looked
 			}
-			found, err := getJSON(r, kSummary+it.Key, &sm)
+			found, err := state.GetJSON(r, kSummary+it.Key, &sm)
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/servers/search/searchtest"
+
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/hub/metrics"
@@ -21,7 +23,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, searchtest.LeakOptions()...) }
 
 const token = "metrics-test-token-1"
 

@@ -177,6 +177,7 @@ func TestTextRedactsCredentialShapes_OUT1(t *testing.T) {
 			"[REDACTED]\nMIIEowIBAAKCAQEA\\tq1W2\nafter"},
 		{"private key cut off, a line starting ': ' is no header", "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nMIIEowIBAAKCAQEA\n: x\nafter",
 			"[REDACTED]\n: x\nafter"},
+		{"private key cut off by the end of the text", "k=-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nq1W2e3R4", "k=[REDACTED]"},
 		{"JWT at the very start", fakeJWT + " end", "[REDACTED] end"},
 		{"GitHub fine-grained PAT at the very start", fakeGitHubPAT + " end", "[REDACTED] end"},
 		{"password=", "login password=hunter2 ok", "login password=[REDACTED] ok"},

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/servers/search/searchtest"
+
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/hub/tracing"
@@ -20,7 +22,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, searchtest.LeakOptions()...) }
 
 const token = "tracing-test-token-1"
 

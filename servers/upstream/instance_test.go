@@ -197,6 +197,35 @@ func TestInstanceInFlightCallOnDeath(t *testing.T) {
 	}
 }
 
+// MCP-5: a child that closes its session but runs on is down all the same,
+// named for what it did; the engine ends its process and restarts it.
+func TestInstanceSessionClosedWhileProcessRunsOn(t *testing.T) {
+	in, logs := startTest(t, testSpec(t, "go-sdk", nil), func(o *Options) {
+		o.Schedule = &Schedule{Base: time.Hour, Jitter: -1}
+	})
+	waitState(t, in, StateRunning, 10*time.Second)
+	pid := in.childPID()
+	_, err := callText(t, in, "hang_up", `{}`)
+	var down *DownError
+	if !errors.As(err, &down) || !down.InFlight {
+		t.Fatalf("in-flight call: %#v (%v)", down, err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for in.childPID() == pid || in.Status().State != StateRunning {
+		if time.Now().After(deadline) {
+			t.Fatalf("not restarted: %+v", in.Status())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ev := logs.events("server_exited")
+	if len(ev) != 1 || ev[0]["cause"] != "it closed its session while its process ran on" {
+		t.Fatalf("server_exited %v", ev)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Fatalf("the process that hung up (pid %d) still runs after the restart", pid)
+	}
+}
+
 // MCP-1: stop and crash leave no process of the tree behind, grandchildren
 // included.
 func TestInstanceLeavesNoGrandchild(t *testing.T) {

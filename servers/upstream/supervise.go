@@ -101,7 +101,10 @@ func (i *Instance) supervise(ctx context.Context) {
 			select {
 			case <-c.child.done:
 				cause = "its process " + c.child.exitDescription()
-			case <-time.After(100 * time.Millisecond):
+			// A killed process's pipes close before it is reaped, and on a
+			// loaded machine the reaping can lag by a good part of a
+			// second: the grace is long enough not to misname a death.
+			case <-time.After(exitGrace):
 				cause = "it closed its session while its process ran on"
 			}
 		}
@@ -125,6 +128,10 @@ func (i *Instance) supervise(ctx context.Context) {
 		}
 	}
 }
+
+// exitGrace is how long a session's end waits for its process to exit
+// before the session alone is blamed.
+const exitGrace = 2 * time.Second
 
 // awaitLease holds a restart back until this node proves it holds the
 // seat's lease, asking again one heartbeat later each time; false means the

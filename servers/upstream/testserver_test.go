@@ -64,6 +64,12 @@ func serveGoSDK() {
 			os.Exit(3)
 			return nil, textOut{}, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "hang_up", Description: "close stdout mid-call and run on"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+			fmt.Fprintln(os.Stderr, "hanging up, running on")
+			os.Stdout.Close()
+			select {}
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "spawn", Description: "start a grandchild that outlives nothing"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
 			cmd := exec.Command("sleep", "300")
