@@ -193,8 +193,8 @@ func (h *Hub) placeSeats(ctx context.Context) {
 			// about to lapse, and what the watch says may be behind (its
 			// consumer may have lived on that node). Ask the bucket.
 			cctx, cancel := context.WithTimeout(ctx, run.f.Heartbeat)
-			if now, err := run.f.Leases.Holder(cctx, seat); err == nil {
-				holders[seat] = now
+			if holder, err := run.f.Leases.Holder(cctx, seat); err == nil {
+				holders[seat] = holder
 			} else {
 				h.log.Warn("seat_holder_unknown", "seat", seat, "holder", node, "error", err.Error(),
 					"reason", "its holder has stopped heartbeating and the lease bucket did not answer; asked again next heartbeat")
