@@ -30,6 +30,13 @@ type Caller struct {
 	// TurnKey identifies the turn a seat's call belongs to; a re-run turn
 	// carries the same key so its writes land once.
 	TurnKey string `json:"turn_key,omitempty"`
+	// Operation is the name an operator-surface caller gave the operation
+	// its call is (the Idempotency-Key of /operator/act). Under the same
+	// credential, the same name brought back with the same call is the
+	// same operation and lands once; brought back with another call it is
+	// refused. A seat never carries one: its turn is its operations'
+	// identity.
+	Operation string `json:"operation,omitempty"`
 	// OperatorID is the credential behind an operator-surface call. It is
 	// recorded beside every write whatever seat the write is attributed to.
 	OperatorID string `json:"operator_id,omitempty"`

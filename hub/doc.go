@@ -3,7 +3,8 @@
 // delivers and who it is for), layers each seat's own registry over it,
 // decides every call before any tool runs (unknown tool, tool not offered),
 // routes the call to the server that owns it, sanitises what comes back,
-// and serves the one operator catalogue over streamable HTTP.
+// and serves the one operator catalogue over streamable HTTP (/operator/mcp)
+// and as plain HTTP calls (/operator/act).
 //
 // The pieces are given what they need and report upward, never sideways:
 // third-party supervision gets the catalogue, the environment, the leases,

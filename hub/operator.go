@@ -17,7 +17,8 @@ import (
 )
 
 // The operator surface is what people and their own assistants reach: the
-// operator catalogue over MCP (operator_mcp.go), the REST routes
+// operator catalogue over MCP (operator_mcp.go) and over /operator/act
+// (act.go), the REST routes
 // (rest_routes.go, config_edit.go), each behind the HTTP guard and the
 // bearer check (http_guard.go), and what third-party servers offer beside
 // tools, re-exported (reexport.go).
@@ -108,6 +109,8 @@ func (h *Hub) Handler() http.Handler {
 	mux.Handle("/operator/mcp", f.guard(f.authenticate(f.sdkAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serveMCP(codedWriter{w}, r)
 	})))))
+	// The dashboard's transport to the same catalogue (OPS-2).
+	mux.Handle("POST /operator/act", f.guard(f.authenticate(http.HandlerFunc(f.serveAct))))
 	mux.Handle("GET /tools", f.guard(f.authenticate(http.HandlerFunc(f.serveTools))))
 	mux.Handle("POST /config/reload", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveReload)))))
 	// Server rows show each configured launch, so they are for

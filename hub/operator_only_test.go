@@ -15,9 +15,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// TRK-6: the native tracker offers a seat eighteen tools; the catalogue
-// write is the operator surface's nineteenth, listed there and on GET /tools.
-func TestTrackerOffersSeatsEighteenToolsAndOperatorsNineteen(t *testing.T) {
+// TRK-6, OPS-3: the native tracker offers a seat eighteen tools; the
+// catalogue write and a person's views, queue, inbox, pins and board drag
+// are the operator surface's, twenty-seven in all, listed there.
+func TestTrackerOffersSeatsEighteenToolsAndOperatorsTwentySeven(t *testing.T) {
 	node, err := state.Open(context.Background(), state.Options{Dir: filepath.Join(t.TempDir(), "state"), Projectors: tracker.Projectors()})
 	if err != nil {
 		t.Fatal(err)
@@ -45,12 +46,12 @@ func TestTrackerOffersSeatsEighteenToolsAndOperatorsNineteen(t *testing.T) {
 	if len(seat) != 18 || slices.Contains(seat, "write_work_catalogue") {
 		t.Errorf("a seat is offered %d tools: %v", len(seat), seat)
 	}
-	if len(operator) != 19 || !slices.Contains(operator, "write_work_catalogue") {
+	if len(operator) != 27 || !slices.Contains(operator, "write_work_catalogue") {
 		t.Errorf("the operator is offered %d tools: %v", len(operator), operator)
 	}
 	cs := hubtest.Connect(t, hubtest.Serve(t, h.Handler())+"/operator/mcp", "ada-token-123456", "")
 	lt, err := cs.ListTools(context.Background(), nil)
-	if err != nil || len(lt.Tools) != 19 {
+	if err != nil || len(lt.Tools) != 27 {
 		t.Fatalf("/operator/mcp lists %d tools (%v)", len(lt.Tools), err)
 	}
 }

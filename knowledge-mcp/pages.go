@@ -303,7 +303,7 @@ func applyTrash(a *applier) (any, error) {
 	p.Trashed = !pl.Restore
 	p.Version++
 	p.UpdatedAt = a.At()
-	what := "put in the trash"
+	what := trashedChange
 	if pl.Restore {
 		what = "restored from the trash"
 	}

@@ -26,5 +26,13 @@ func Tools(d Deps) []servers.Tool {
 		servers.Typed("comment_on_page",
 			"Add a comment to a page, or with edit replace one of your own comments. One turn leaves at most one comment on a page.",
 			writeHints, Delivers, s.commentOnPage),
+
+		// A person's, on the operator surface only (OPS-3).
+		servers.Typed("list_trash",
+			"List the pages in the trash, optionally of one container: each one's id, container, title, and who put it there and when. A page in the trash is listed nowhere else, found by no search and takes no edit.",
+			readHints, "", s.listTrash).ForOperators(),
+		servers.Typed("restore_from_trash",
+			"Take a page out of the trash, back where it was. For the lead of the page's space, an administrator, or whoever put it in the trash.",
+			writeHints, Delivers, s.restoreFromTrash).ForOperators(),
 	}
 }

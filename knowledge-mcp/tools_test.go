@@ -10,8 +10,8 @@ import (
 
 // KB-1: the knowledge base's tool surface, frozen in testdata/toolsnaps,
 // the rules every first-party tool keeps, and its own: reads are read-only
-// and deliver nowhere, writes deliver to the knowledge base (WR-9); no tool
-// is operator-only.
+// and deliver nowhere, writes deliver to the knowledge base (WR-9); the
+// trash's two are operator-only (OPS-3).
 func TestToolSurface(t *testing.T) {
 	h := newHarness(t)
 	lt, err := h.CS.ListTools(t.Context(), nil)
@@ -19,10 +19,10 @@ func TestToolSurface(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := Tools(Deps{})
-	if len(lt.Tools) != len(table) || len(table) != 6 {
+	if len(lt.Tools) != len(table) || len(table) != 8 {
 		t.Fatalf("listed %d tools, the table has %d", len(lt.Tools), len(table))
 	}
-	reads := []string{"list_pages", "get_page", "search_knowledge"}
+	reads := []string{"list_pages", "get_page", "search_knowledge", "list_trash"}
 	for _, tool := range table {
 		if slices.Contains(reads, tool.Name) {
 			if tool.Hints.ReadOnly != servers.Yes || tool.Delivers != "" {
@@ -31,8 +31,8 @@ func TestToolSurface(t *testing.T) {
 		} else if tool.Hints.ReadOnly != servers.No || tool.Delivers != Delivers {
 			t.Errorf("%s: write hints %+v delivers %q", tool.Name, tool.Hints, tool.Delivers)
 		}
-		if tool.OperatorOnly {
-			t.Errorf("%s is operator-only", tool.Name)
+		if trash := tool.Name == "list_trash" || tool.Name == "restore_from_trash"; tool.OperatorOnly != trash {
+			t.Errorf("%s: operator-only %v", tool.Name, tool.OperatorOnly)
 		}
 	}
 	for _, tool := range lt.Tools {

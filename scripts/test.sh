@@ -34,7 +34,10 @@ echo "== staticcheck"
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 echo "== go test"
-go test -race -count=1 ./...
+# The artifact store's 50 MiB round trip alone takes minutes under the race
+# detector on a busy 2-core machine: the default 10 minutes per package is
+# too tight for it.
+go test -race -count=1 -timeout 25m ./...
 
 # Each fuzz target explores for FUZZTIME (10s unless set): bounded, so CI
 # stays well inside its time, and long enough to catch a parser that falls

@@ -29,10 +29,19 @@ type Writes struct {
 	opts WritesOptions
 
 	mu sync.Mutex
-	// turns remembers when each turn first wrote, so a seat's op ids are
-	// derived from the same instant on every retry; the node keeps the
-	// same fact durably (state.Node.TurnStart).
+	// turns remembers when each turn (or operator's key) first wrote, so
+	// its op ids are derived from the same instant on every retry; the
+	// node keeps the same fact durably (state.Node.TurnStart).
 	turns map[string]time.Time
+	// keys holds the operations named by a key that are being written on
+	// this node, by stem: a second call under the same key with other
+	// arguments is refused while the first has not landed yet.
+	keys map[string]*keyClaim
+}
+
+type keyClaim struct {
+	id    state.OpID
+	calls int
 }
 
 // WritesOptions configure a server's Writes. The zero value works.
@@ -59,7 +68,7 @@ func NewWrites(node *state.Node, opts WritesOptions) *Writes {
 	if opts.Look == "" {
 		opts.Look = "this server's read tools"
 	}
-	return &Writes{node: node, opts: opts, turns: map[string]time.Time{}}
+	return &Writes{node: node, opts: opts, turns: map[string]time.Time{}, keys: map[string]*keyClaim{}}
 }
 
 // Node is the state node writes go to (nil when there is none).
@@ -109,6 +118,9 @@ type Call struct {
 	// operation and repeating it is harmless (WR-6).
 	whole     bool
 	turnStart time.Time
+	// scope is the retry scope of a call its caller named (an operator's
+	// key under its credential); "" for any other call.
+	scope string
 	// root is the call a sub-operation belongs to; nil for a tool's own.
 	root *Call
 }
@@ -123,11 +135,12 @@ func (c *Call) top() *Call {
 	return c
 }
 
-// Begin decides which operation a write call is (WR-5, OPS-5): the op_id an
-// operator sent back, a seat's id derived from its turn, or a fresh one. An
-// op_id that does not belong to this very call is refused before anything
-// is read or written. whole marks a tool that states a whole value
-// (write_project): each call is its own operation.
+// Begin decides which operation a write call is (WR-5, OPS-5, OPS-6): the
+// op_id an operator sent back, the one an operator's key names, a seat's id
+// derived from its turn, or a fresh one. An op_id that does not belong to
+// this very call is refused before anything is read or written. whole marks
+// a tool that states a whole value (write_project): each call is its own
+// operation, unless its caller named it.
 func (w *Writes) Begin(c authority.Caller, tool string, in WriteInput, whole bool) (*Call, error) {
 	given := in.takeOpID()
 	args, err := json.Marshal(in)
@@ -138,6 +151,16 @@ func (w *Writes) Begin(c authority.Caller, tool string, in WriteInput, whole boo
 	switch {
 	case given != "" && c.Kind == authority.KindAgent:
 		return nil, authority.Refuse(authority.Forbidden, "op_id is not taken from a seat: a seat's turn already makes a repeated call the same operation. Leave op_id out.")
+	case c.Operation != "" && c.Kind == authority.KindAgent:
+		return nil, authority.Refuse(authority.Forbidden, "A seat's call names no operation of its own: its turn already makes a repeated call the same operation.")
+	case given != "" && c.Operation != "":
+		return nil, authority.Refuse(authority.Invalid, "op_id is not taken beside an Idempotency-Key: the key already names this call's operation. Leave op_id out, and send the request again with the same key to finish it.")
+	case c.Operation != "":
+		// The key is the caller's; scoped to its credential, the same key
+		// from somebody else names a different operation.
+		call.scope = keyScope(c)
+		call.turnStart = w.turnStart(call.scope)
+		call.ID = state.KeyedOpID(call.scope, call.turnStart, tool, args)
 	case given != "":
 		if call.ID, err = state.CheckOpID(given, tool, args); err != nil {
 			return nil, err
@@ -165,13 +188,14 @@ func (w *Writes) Begin(c authority.Caller, tool string, in WriteInput, whole boo
 func (c *Call) Sub(name string, args any) *Call {
 	b, _ := json.Marshal(args)
 	tool := c.Tool + "#" + name
-	return &Call{Tool: tool, Caller: c.Caller, args: b, whole: c.whole, turnStart: c.turnStart, root: c.top(),
+	return &Call{Tool: tool, Caller: c.Caller, args: b, whole: c.whole, turnStart: c.turnStart, scope: c.scope, root: c.top(),
 		ID: state.DeriveOpID(string(c.ID), c.ID.Minted(), tool, b)}
 }
 
 // turnStart is the instant a seat's op ids in one turn are minted at: the
 // same on every retry of the turn, even on a node that restarted between
 // them, because the first write of the turn records it in the projection.
+// An operator's key is kept the same way, under its scope.
 func (w *Writes) turnStart(turn string) time.Time {
 	w.mu.Lock()
 	t, ok := w.turns[turn]
@@ -278,6 +302,13 @@ func Write[R any](ctx context.Context, w *Writes, call *Call, decide func(r pebb
 	if w.node == nil {
 		return WriteOut{}, nil, w.noNode()
 	}
+	if call.scope != "" && call.root == nil {
+		release, err := w.claimKey(call)
+		if err != nil {
+			return WriteOut{}, nil, err
+		}
+		defer release()
+	}
 	a, err := w.do(ctx, call, decide)
 	if err != nil {
 		return WriteOut{}, nil, err
@@ -321,7 +352,7 @@ func (w *Writes) do(ctx context.Context, call *Call, decide func(r pebble.Reader
 		return state.Answer{}, err
 	}
 	a, err := w.node.Write(ctx, state.Op{ID: call.ID, Tool: call.Tool, Args: call.args, Kind: in.Kind, Payload: body,
-		Caller: call.Caller, At: w.opts.Now().UTC(), TurnStart: call.turnStart})
+		Caller: call.Caller, At: w.opts.Now().UTC(), TurnStart: call.turnStart, Scope: call.scope})
 	var unknown *state.UnknownOutcome
 	if errors.As(err, &unknown) {
 		return a, w.unknown(call, in, unknown.CannotTell)
@@ -352,6 +383,10 @@ func (w *Writes) unknown(call *Call, in Intent, cannotTell bool) *authority.Refu
 		b.WriteString(in.IfUnknown)
 		fmt.Fprintf(&b, "Look first (%s) before writing it again: repeating exactly the same call is safe, but it answers the same way until the write reaches this node.", w.opts.Look)
 		w.elsewhere(&b, top)
+	case top.scope != "":
+		fmt.Fprintf(&b, "%s may or may not have landed: the log's acknowledgement was lost (operation %s). ", upperFirst(what), top.ID)
+		b.WriteString(in.IfUnknown)
+		b.WriteString("Send the same request again with the same Idempotency-Key to finish it; under a new key it would be a new operation.")
 	case top.whole:
 		fmt.Fprintf(&b, "%s may or may not have landed: the log's acknowledgement was lost (operation %s). ", upperFirst(what), top.ID)
 		b.WriteString(in.IfUnknown)

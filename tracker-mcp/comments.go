@@ -157,7 +157,11 @@ func applyComment(a *applier) (any, error) {
 		woken = append(woken, pl.Ask.To)
 	}
 	for _, m := range woken {
-		if err := a.wake(m, it.Key, id); err != nil {
+		why := "mentioned"
+		if pl.Ask != nil && m == pl.Ask.To {
+			why = "asked"
+		}
+		if err := a.wake(m, it, id, why); err != nil {
 			return nil, err
 		}
 	}

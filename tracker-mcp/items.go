@@ -289,7 +289,7 @@ func applyCreate(a *applier) (any, error) {
 		return nil, err
 	}
 	if it.Question != nil && it.Question.To != "" {
-		if err := a.wake(it.Question.To, it.Key, 0); err != nil {
+		if err := a.wake(it.Question.To, it, 0, "asked"); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -31,6 +32,11 @@ const (
 	kTurnNote  = "trk/tc/"   // + item id/turn key -> comment id
 	kWake      = "trk/wake/" // + pos(16 hex)/n(4) -> wake event
 	kFile      = "trk/file/" // + PROJ/path -> file
+	kView      = "trk/view/" // + lower(name) -> saved view
+	kInbox     = "trk/in/"   // + seat/pos(16 hex).n(4) -> inbox entry
+	kInboxMeta = "trk/inm/"  // + seat -> inbox counts
+	kPin       = "trk/pin/"  // + seat/item id -> pin
+	kQueue     = "trk/q/"    // + seat -> the seat's queue order
 	// trk/tok/, trk/dl/ and trk/stats held a keyword index of this
 	// package's own; search now lives in package search, and the prefixes
 	// are not to be reused (a projection built before keeps those rows).
@@ -73,6 +79,23 @@ func (it *item) indexKeys() []string {
 		keys = append(keys, kIxLabel+l+"/"+it.Project+"/"+num)
 	}
 	return keys
+}
+
+// eachJSON decodes every row under prefix, in key order, into fn.
+func eachJSON[T any](r pebble.Reader, prefix string, fn func(T)) error {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: state.Upper(prefix)})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		var v T
+		if err := json.Unmarshal(it.Value(), &v); err != nil {
+			it.Close()
+			return fmt.Errorf("decode %q: %w", it.Key(), err)
+		}
+		fn(v)
+	}
+	return it.Close()
 }
 
 // resolveKey follows aliases left by moves, so an old key still names the

@@ -96,10 +96,13 @@ type item struct {
 	Reassignments int              `json:"reassignments,omitempty"`
 	OldKeys       []string         `json:"old_keys,omitempty"`
 	MergedInto    string           `json:"merged_into,omitempty"`
-	Version       int              `json:"version"`
-	CreatedBy     servers.Author   `json:"created_by"`
-	CreatedAt     time.Time        `json:"created_at"`
-	UpdatedAt     time.Time        `json:"updated_at"`
+	// Rank is the card's place in its board column (move_on_board); nil
+	// until it is dragged, when it sits by its number.
+	Rank      *float64       `json:"rank,omitempty"`
+	Version   int            `json:"version"`
+	CreatedBy servers.Author `json:"created_by"`
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"updated_at"`
 }
 
 // summary is what lists show: small, so a list of many items reads little.
@@ -116,12 +119,13 @@ type summary struct {
 	Parent    string    `json:"parent,omitempty"`
 	Version   int       `json:"version"`
 	UpdatedAt time.Time `json:"updated_at"`
+	Rank      *float64  `json:"rank,omitempty"`
 }
 
 func (it *item) summary() summary {
 	return summary{Key: it.Key, ID: it.ID, Project: it.Project, Title: it.Title, Status: it.Status,
 		Assignee: it.Assignee, Triage: it.Triage, Priority: it.Priority, Labels: it.Labels,
-		Parent: it.Parent, Version: it.Version, UpdatedAt: it.UpdatedAt}
+		Parent: it.Parent, Version: it.Version, UpdatedAt: it.UpdatedAt, Rank: it.Rank}
 }
 
 // itemResult is what the item projectors record in the op ledger. A

@@ -25,6 +25,11 @@ const (
 	kindCatalogue = "tracker.catalogue.write"
 	kindFileWrite = "tracker.file.write"
 	kindFileRm    = "tracker.file.remove"
+	kindView      = "tracker.view.write"
+	kindInboxRead = "tracker.inbox.read"
+	kindPin       = "tracker.pin.write"
+	kindQueue     = "tracker.queue.write"
+	kindBoard     = "tracker.item.board"
 )
 
 // Projectors returns the tracker's projectors; the hub registers them when
@@ -41,6 +46,11 @@ func Projectors() []state.Projector {
 		applying(kindCatalogue, applyCatalogue),
 		applying(kindFileWrite, applyFileWrite),
 		applying(kindFileRm, applyFileRemove),
+		applying(kindView, applyView),
+		applying(kindInboxRead, applyInboxRead),
+		applying(kindPin, applyPin),
+		applying(kindQueue, applyQueue),
+		applying(kindBoard, applyBoard),
 	}
 }
 
@@ -158,9 +168,13 @@ func (a *applier) activity(action, proj, key, sum string, detail any) error {
 	return state.SetJSON(a.B, kActivity+id, row)
 }
 
-// wake asks for seat to be woken about an item (TRK-4).
-func (a *applier) wake(seat, key string, commentID int) error {
-	return a.Wake(kWake, seat, key, commentID)
+// wake asks for seat to be woken about an item (TRK-4), and leaves the
+// entry in its inbox (OPS-3); why is mentioned, asked or assigned.
+func (a *applier) wake(seat string, it *item, commentID int, why string) error {
+	if err := a.Wake(kWake, seat, it.Key, commentID); err != nil {
+		return err
+	}
+	return a.deliver(seat, it, why, commentID)
 }
 
 func (a *applier) mustItem(key string) (*item, error) {

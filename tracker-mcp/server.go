@@ -76,6 +76,8 @@ var (
 	// A whole-value write states the same thing however often it is made.
 	wholeHints   = servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.Yes, OpenWorld: servers.No}
 	destroyHints = servers.Hints{ReadOnly: servers.No, Destructive: servers.Yes, Idempotent: servers.No, OpenWorld: servers.No}
+	// A write asked twice leaves what it left once (a pin, a read mark).
+	idemHints = servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.Yes, OpenWorld: servers.No}
 )
 
 // srv is the state one server keeps beside the node: nothing here is

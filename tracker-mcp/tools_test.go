@@ -19,12 +19,19 @@ func TestToolSurface(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := Tools(Deps{})
-	if len(lt.Tools) != len(table) || len(table) != 19 {
+	if len(lt.Tools) != len(table) || len(table) != 27 {
 		t.Fatalf("listed %d tools, the table has %d", len(lt.Tools), len(table))
 	}
-	reads := []string{"list_work_items", "get_work_item", "search_work_items", "list_projects", "get_project", "get_work_catalogue", "list_activity", "get_activity", "list_project_files", "read_project_file"}
+	reads := []string{"list_work_items", "get_work_item", "search_work_items", "list_projects", "get_project", "get_work_catalogue", "list_activity", "get_activity", "list_project_files", "read_project_file", "list_views", "list_inbox"}
+	// A person's own writes (their queue, their inbox, their pins) are in
+	// front of nobody else.
+	personal := []string{"order_my_queue", "mark_inbox_read", "pin_work_item"}
 	for _, tool := range table {
-		if slices.Contains(reads, tool.Name) {
+		if slices.Contains(personal, tool.Name) {
+			if tool.Hints.ReadOnly != servers.No || tool.Delivers != "" {
+				t.Errorf("%s: personal write hints %+v delivers %q", tool.Name, tool.Hints, tool.Delivers)
+			}
+		} else if slices.Contains(reads, tool.Name) {
 			if tool.Hints.ReadOnly != servers.Yes || tool.Delivers != "" {
 				t.Errorf("%s: read hints %+v delivers %q", tool.Name, tool.Hints, tool.Delivers)
 			}
@@ -32,8 +39,9 @@ func TestToolSurface(t *testing.T) {
 			t.Errorf("%s: write hints %+v delivers %q", tool.Name, tool.Hints, tool.Delivers)
 		}
 	}
-	// TRK-6: eighteen tools for seats; the catalogue write is the
-	// operator surface's alone, and says so in its listing.
+	// TRK-6, OPS-3: eighteen tools for seats; the catalogue write and a
+	// person's views, queue, inbox, pins and board drag are the operator
+	// surface's alone, and say so in their listing.
 	var operatorOnly []string
 	for _, tool := range lt.Tools {
 		for _, v := range toolsnap.Rules(tool) {
@@ -43,8 +51,9 @@ func TestToolSurface(t *testing.T) {
 			operatorOnly = append(operatorOnly, tool.Name)
 		}
 	}
-	if !slices.Equal(operatorOnly, []string{"write_work_catalogue"}) {
-		t.Errorf("operator-only tools %v, want [write_work_catalogue]", operatorOnly)
+	want := []string{"delete_view", "list_inbox", "list_views", "mark_inbox_read", "move_on_board", "order_my_queue", "pin_work_item", "save_view", "write_work_catalogue"}
+	if !slices.Equal(operatorOnly, want) {
+		t.Errorf("operator-only tools %v, want %v", operatorOnly, want)
 	}
 	toolsnap.Check(t, "testdata/toolsnaps", lt.Tools)
 	_ = mcp.Tool{}

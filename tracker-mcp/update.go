@@ -398,7 +398,7 @@ func applyUpdate(a *applier) (any, error) {
 			it.Thread = append(it.Thread, comment{ID: len(it.Thread) + 1, By: a.By, At: a.At(), Body: pl.Reason, Mentions: nonEmpty(it.Assignee)})
 		}
 		if it.Assignee != "" {
-			if err := a.wake(it.Assignee, it.Key, 0); err != nil {
+			if err := a.wake(it.Assignee, it, 0, "assigned"); err != nil {
 				return nil, err
 			}
 		}

@@ -56,6 +56,10 @@ type Op struct {
 	// projection records it, so a retry of the turn derives the same
 	// op_ids even on a node that restarted in between (see TurnStart).
 	TurnStart time.Time
+	// Scope, if set, is the retry scope TurnStart is the start of instead
+	// of Caller.TurnKey: an operator's Idempotency-Key under its
+	// credential, whose op_ids are minted at the key's first use.
+	Scope string
 	// At is when the operation was asked for. Write sets it if zero. It is
 	// the time a projector may record: every node sees the same value.
 	At time.Time
@@ -368,7 +372,8 @@ type noCloseReader struct{ pebble.Reader }
 func (noCloseReader) Close() error { return nil }
 
 // TurnStart is when turn first wrote, as the projection recorded it from
-// the first of its operations to land; ok is false when none has yet.
+// the first of its operations to land; ok is false when none has yet. turn
+// is a seat's turn key or an operation's scope (Op.Scope).
 func (n *Node) TurnStart(turn string) (t time.Time, ok bool) {
 	if turn == "" || !n.enter() {
 		return time.Time{}, false
@@ -383,6 +388,34 @@ func (n *Node) TurnStart(turn string) (t time.Time, ok bool) {
 		return time.Time{}, false
 	}
 	return time.UnixMilli(int64(ms)), true
+}
+
+// OtherCall reports an operation of id's stem that this node's ledger
+// holds for another call (another tool or other arguments): a key that
+// named one call brought back with a different one (see KeyedOpID). It
+// answers the other operation's id; ok is false when the ledger holds no
+// such operation, and err when it could not be read.
+func (n *Node) OtherCall(id OpID) (other OpID, ok bool, err error) {
+	stem := id.Stem()
+	if stem == "" {
+		return "", false, nil
+	}
+	if !n.enter() {
+		return "", false, closedRefusal()
+	}
+	defer n.users.Done()
+	prefix := ledgerKey + stem + "."
+	it, err := n.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: []byte(prefix + "\xff")})
+	if err != nil {
+		return "", false, err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		if found := OpID(string(it.Key()[len(ledgerKey):])); found != id {
+			return found, true, nil
+		}
+	}
+	return "", false, it.Error()
 }
 
 // Vouches reports what this node's ledger holds for id. ok true: the answer

@@ -504,3 +504,34 @@ func TestTurnStartRecorded(t *testing.T) {
 		t.Fatal("another turn has a start")
 	}
 }
+
+// OPS-6: the ledger tells which other call of an id's stem landed, and a
+// keyed operation's scope records its start like a turn's.
+func TestOtherCallAndScopeStart(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := context.Background()
+	at := time.Now().Truncate(time.Millisecond)
+	op := noteOp("write_note", notePayload{Key: "k", Value: "v"})
+	op.ID = KeyedOpID("scope-1", at, op.Tool, op.Args)
+	op.Scope, op.TurnStart = "scope-1", at
+	if _, ok, err := n.OtherCall(op.ID); ok || err != nil {
+		t.Fatalf("before any write: %v %v", ok, err)
+	}
+	if _, err := n.Write(ctx, op); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := n.OtherCall(op.ID); ok || err != nil {
+		t.Fatalf("the call itself is another call: %v %v", ok, err)
+	}
+	otherArgs := json.RawMessage(`{"key":"k","value":"w"}`)
+	got, ok, err := n.OtherCall(KeyedOpID("scope-1", at, op.Tool, otherArgs))
+	if !ok || err != nil || got != op.ID {
+		t.Fatalf("another call under the key: %s %v %v", got, ok, err)
+	}
+	if _, ok, _ := n.OtherCall(KeyedOpID("scope-2", at, op.Tool, otherArgs)); ok {
+		t.Fatal("another key's call is found")
+	}
+	if start, ok := n.TurnStart("scope-1"); !ok || !start.Equal(at) {
+		t.Fatalf("the scope's start: %v %v", start, ok)
+	}
+}

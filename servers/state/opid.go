@@ -62,6 +62,20 @@ func DeriveOpID(scope string, minted time.Time, tool string, args json.RawMessag
 	return makeOpID(minted, h.Sum(nil)[:opIDUnique/2], tool, args)
 }
 
+// KeyedOpID is the id of a call its caller named itself, under a key
+// (an operator's Idempotency-Key), in scope (the key and whose it is):
+// unlike DeriveOpID, every call under one scope has the same stem, and only
+// the digest after the dot tells the calls apart. So the node can tell a
+// key brought back with the call it named (the same id) from the same key
+// brought back with another call (the same stem, another digest), and
+// refuse the second before anything is written (OPS-6).
+func KeyedOpID(scope string, minted time.Time, tool string, args json.RawMessage) OpID {
+	h := sha256.New()
+	h.Write([]byte("crewlet/op-key\x00"))
+	h.Write([]byte(scope))
+	return makeOpID(minted, h.Sum(nil)[:opIDUnique/2], tool, args)
+}
+
 func makeOpID(minted time.Time, unique []byte, tool string, args json.RawMessage) OpID {
 	var stamp [8]byte
 	binary.BigEndian.PutUint64(stamp[:], uint64(minted.UnixMilli()))
@@ -103,6 +117,16 @@ func CheckOpID(given, tool string, args json.RawMessage) (OpID, error) {
 			WithData("op_id", given)
 	}
 	return id, nil
+}
+
+// Stem is id without its digest: which operation it is, not which call.
+// It is "" for a malformed id.
+func (id OpID) Stem() string {
+	if !id.Valid() {
+		return ""
+	}
+	stem, _, _ := strings.Cut(string(id), ".")
+	return stem
 }
 
 // Valid reports whether id is well formed.

@@ -84,3 +84,25 @@ func TestOpIDToolNameCannotSpliceIntoArgs(t *testing.T) {
 		t.Fatal("CheckOpID accepted an op_id of another tool")
 	}
 }
+
+// OPS-6: every call under one key's scope shares a stem, and only the
+// digest tells the calls apart; another scope is another stem.
+func TestKeyedOpID(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_000)
+	a := KeyedOpID("key/ada/req-1", at, "create_work_item", json.RawMessage(`{"title":"x"}`))
+	same := KeyedOpID("key/ada/req-1", at, "create_work_item", json.RawMessage(`{ "title" : "x" }`))
+	other := KeyedOpID("key/ada/req-1", at, "create_work_item", json.RawMessage(`{"title":"y"}`))
+	elsewhere := KeyedOpID("key/bob/req-1", at, "create_work_item", json.RawMessage(`{"title":"x"}`))
+	switch {
+	case !a.Valid() || a != same:
+		t.Fatalf("the same call under one key: %s, %s", a, same)
+	case other == a || other.Stem() != a.Stem():
+		t.Fatalf("another call under the key: %s (stem %s), first %s", other, other.Stem(), a)
+	case elsewhere.Stem() == a.Stem():
+		t.Fatal("another scope shares the stem")
+	case !a.Matches("create_work_item", json.RawMessage(`{"title":"x"}`)) || !a.Minted().Equal(at):
+		t.Fatalf("%s does not name its call at %v", a, at)
+	case OpID("op_nope").Stem() != "":
+		t.Fatal("a malformed id has a stem")
+	}
+}

@@ -38,6 +38,7 @@ type record struct {
 	Caller    authority.Caller `json:"caller,omitzero"`
 	At        time.Time        `json:"at"`
 	TurnStart time.Time        `json:"turn_start,omitzero"`
+	Scope     string           `json:"scope,omitempty"`
 	// Claim is set on a seat's claim instead of everything above but V:
 	// it is not an operation, and nothing is projected from it.
 	Claim *claimRecord `json:"claim,omitempty"`
@@ -58,7 +59,7 @@ const recordVersion = 1
 var errClaimEntry = errors.New("a seat's claim")
 
 func encodeRecord(op Op) ([]byte, error) {
-	return json.Marshal(record{V: recordVersion, ID: op.ID, Tool: op.Tool, Kind: op.Kind, Payload: op.Payload, Caller: op.Caller, At: op.At, TurnStart: op.TurnStart})
+	return json.Marshal(record{V: recordVersion, ID: op.ID, Tool: op.Tool, Kind: op.Kind, Payload: op.Payload, Caller: op.Caller, At: op.At, TurnStart: op.TurnStart, Scope: op.Scope})
 }
 
 func decodeRecord(data []byte) (Op, error) {
@@ -75,7 +76,7 @@ func decodeRecord(data []byte) (Op, error) {
 	if !r.ID.Valid() {
 		return Op{}, fmt.Errorf("malformed op_id %q", r.ID)
 	}
-	return Op{ID: r.ID, Tool: r.Tool, Kind: r.Kind, Payload: r.Payload, Caller: r.Caller, At: r.At, TurnStart: r.TurnStart}, nil
+	return Op{ID: r.ID, Tool: r.Tool, Kind: r.Kind, Payload: r.Payload, Caller: r.Caller, At: r.At, TurnStart: r.TurnStart, Scope: r.Scope}, nil
 }
 
 // ledgerRow is an operation's recorded answer.
@@ -243,13 +244,17 @@ func (n *Node) apply(e Entry) error {
 	return nil
 }
 
-// recordTurn keeps when a seat's turn first wrote, if this is the first of
-// its operations to land.
+// recordTurn keeps when a seat's turn (or an operator's key, op.Scope)
+// first wrote, if this is the first of its operations to land.
 func recordTurn(b *pebble.Batch, op Op) error {
-	if op.Caller.TurnKey == "" || op.TurnStart.IsZero() {
+	scope := op.Scope
+	if scope == "" {
+		scope = op.Caller.TurnKey
+	}
+	if scope == "" || op.TurnStart.IsZero() {
 		return nil
 	}
-	k := []byte(turnKey + op.Caller.TurnKey)
+	k := []byte(turnKey + scope)
 	if _, found, err := readU64(b, k); err != nil || found {
 		return err
 	}

@@ -104,7 +104,7 @@ func TestInstanceServesAndKeepsRawAnnotations(t *testing.T) {
 	for _, tl := range in.Tools() {
 		tools[tl.Def.Name] = tl
 	}
-	if len(tools) != 4 {
+	if len(tools) != 5 {
 		t.Fatalf("tools %v", tools)
 	}
 	if got := string(tools["echo"].Annotations); !strings.Contains(got, `"readOnlyHint":true`) {

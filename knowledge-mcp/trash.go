@@ -1,0 +1,175 @@
+package knowledge
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
+)
+
+// The trash, on the operator surface only (OPS-3): what is in it, and
+// taking a page out. A page in the trash is listed by no container, found
+// by no search, and takes no edit until it is restored. Restoring is a
+// person's decision about a space: its unit's lead's, an administrator's,
+// or whoever put the page there.
+
+// maxTrashListed bounds one answer of list_trash; more says how many it
+// left out.
+const maxTrashListed = 200
+
+const trashedChange = "put in the trash"
+
+// ---- list_trash ----
+
+type listTrashIn struct {
+	Container string `json:"container,omitempty" jsonschema:"only this container's pages (a unit's space)"`
+}
+
+type trashRow struct {
+	ID        string `json:"id"`
+	Container string `json:"container"`
+	Title     string `json:"title"`
+	TrashedBy string `json:"trashed_by,omitempty"`
+	TrashedAt string `json:"trashed_at,omitempty"`
+	Version   int    `json:"version"`
+}
+
+type listTrashOut struct {
+	Pages []trashRow `json:"pages"`
+	More  int        `json:"more,omitempty"`
+}
+
+func (s *srv) listTrash(_ context.Context, c authority.Caller, in listTrashIn) (listTrashOut, error) {
+	if c.Kind == authority.KindAgent {
+		return listTrashOut{}, authority.Refuse(authority.Forbidden, "The trash is for people on the operator surface, not seats.")
+	}
+	container := ""
+	if in.Container != "" {
+		var err error
+		if container, err = s.resolveContainer(c, in.Container); err != nil {
+			return listTrashOut{}, err
+		}
+	}
+	out := listTrashOut{Pages: []trashRow{}}
+	err := s.w.View(func(r pebble.Reader) error {
+		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kPage), UpperBound: state.Upper(kPage)})
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		for ok := it.First(); ok; ok = it.Next() {
+			var p page
+			if err := json.Unmarshal(it.Value(), &p); err != nil {
+				return err
+			}
+			if !p.Trashed || (container != "" && p.Container != container) || isReserved(p.Container) {
+				continue
+			}
+			if len(out.Pages) == maxTrashListed {
+				out.More++
+				continue
+			}
+			row := trashRow{ID: p.ID, Container: p.Container, Title: p.Title, Version: p.Version}
+			if h, ok := trashedRow(&p); ok {
+				row.TrashedBy, row.TrashedAt = h.By, h.At.Format("2006-01-02T15:04:05.000Z07:00")
+			}
+			out.Pages = append(out.Pages, row)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// trashedRow is the history row that put p in the trash, the newest one.
+func trashedRow(p *page) (historyRow, bool) {
+	for i := len(p.History) - 1; i >= 0; i-- {
+		if p.History[i].Change == trashedChange {
+			return p.History[i], true
+		}
+	}
+	return historyRow{}, false
+}
+
+// ---- restore_from_trash ----
+
+type restoreIn struct {
+	ID string `json:"id" jsonschema:"the page to take out of the trash (list_trash shows them)"`
+	servers.OpIDArg
+}
+
+type restoreOut struct {
+	servers.WriteOut
+	ID        string `json:"id"`
+	Container string `json:"container,omitempty"`
+	Title     string `json:"title,omitempty"`
+	Version   int    `json:"version,omitempty"`
+}
+
+func (s *srv) restoreFromTrash(ctx context.Context, c authority.Caller, in restoreIn) (restoreOut, error) {
+	if c.Kind == authority.KindAgent {
+		return restoreOut{}, authority.Refuse(authority.Forbidden, "The trash is for people on the operator surface, not seats.")
+	}
+	call, err := s.w.Begin(c, "restore_from_trash", &in, false)
+	if err != nil {
+		return restoreOut{}, err
+	}
+	id := strings.TrimSpace(in.ID)
+	wo, res, err := servers.Write[pageResult](ctx, s.w, call, func(r pebble.Reader) (servers.Intent, error) {
+		p, err := readPage(r, id)
+		if err != nil {
+			return servers.Intent{}, err
+		}
+		switch {
+		case p == nil || isReserved(p.Container):
+			return servers.Intent{}, authority.Refuse(authority.NotFound, "No page has the id %q.", in.ID)
+		case !p.Trashed:
+			return servers.Intent{}, authority.Refuse(authority.Invalid, "%s is not in the trash; there is nothing to restore.", p.ID)
+		}
+		if err := s.mayRestore(c, p); err != nil {
+			return servers.Intent{}, err
+		}
+		return servers.Intent{Kind: kindTrash, Payload: trashPayload{ID: p.ID, Restore: true}, What: "the restore of " + p.ID}, nil
+	})
+	if err != nil {
+		return restoreOut{}, err
+	}
+	out := restoreOut{WriteOut: wo, ID: id}
+	if res != nil {
+		out.ID, out.Container, out.Title, out.Version = res.ID, res.Container, res.Title, res.Version
+	}
+	return out, nil
+}
+
+// mayRestore refuses a restore by anybody but the lead of the page's
+// space, an administrator, or whoever put the page in the trash.
+func (s *srv) mayRestore(c authority.Caller, p *page) error {
+	if authority.IsAdmin(c, s.dir()) {
+		return nil
+	}
+	lead := ""
+	for _, u := range s.dir().Units() {
+		if strings.EqualFold(u.Space, p.Container) {
+			lead = u.Lead
+		}
+	}
+	if c.Kind == authority.KindHuman && lead != "" && strings.EqualFold(lead, c.Seat) {
+		return nil
+	}
+	if h, ok := trashedRow(p); ok && strings.EqualFold(h.By, c.Seat) {
+		return nil
+	}
+	return authority.Refuse(authority.Forbidden, "Restoring %s is for the lead of %s (%s), an administrator, or whoever put it in the trash; ask one of them.", p.ID, p.Container, orNobody(lead)).
+		WithData("lead", lead)
+}
+
+func orNobody(s string) string {
+	if s == "" {
+		return "nobody"
+	}
+	return s
+}
