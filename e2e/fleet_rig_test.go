@@ -227,7 +227,8 @@ cluster {
 func fleetEvents(log string) string {
 	var out []string
 	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, `"msg":"seat_`) || strings.Contains(line, `"msg":"fleet_`) || strings.Contains(line, `"msg":"server_restart_held_back"`) {
+		if strings.Contains(line, `"msg":"seat_`) || strings.Contains(line, `"msg":"fleet_`) || strings.Contains(line, `"msg":"server_restart_held_back"`) ||
+			strings.Contains(line, `"level":"WARN"`) || strings.Contains(line, `"level":"ERROR"`) {
 			out = append(out, line)
 		}
 	}

@@ -138,8 +138,17 @@ func runFleet(t *testing.T, r *fleetRig) {
 		on := r.runsOn("alice")
 		return on >= 0 && on != victim && r.fleet(t, live).Holders["alice"] == fmt.Sprintf("n%d", on), fmt.Sprint(r.seatProcs("alice"))
 	})
-	// How long that takes is BenchmarkFleetSeatMove's to measure.
+	// How long that takes is BenchmarkFleetSeatMove's to measure; a move
+	// slower than the lease and a heartbeat is told with what the live
+	// nodes said meanwhile.
 	t.Logf("seat moved %s after kill -9 (lease %s, heartbeat %s); its child ran on the new node %s after", moved.Sub(killed).Round(10*time.Millisecond), fleetTTL, fleetBeat, running.Sub(killed).Round(10*time.Millisecond))
+	if moved.Sub(killed) > fleetTTL+fleetBeat {
+		for i, h := range r.hubs {
+			if i != victim {
+				t.Logf("a slow move: n%d's fleet events:\n%s", i, fleetEvents(h.logs()))
+			}
+		}
+	}
 	close(stop)
 	writers.Wait()
 	phase("the seat moved")
