@@ -28,12 +28,39 @@ type lookupOut struct {
 	Candidates []Colleague `json:"candidates,omitempty"`
 }
 
-// BuiltinTools is the engine's built-in tool table, over a directory.
-func BuiltinTools(dir DirectorySource) []servers.Tool {
-	return []servers.Tool{
+// BuiltinDeps is what the engine's built-in tools are given. A tool
+// whose dependency is missing is not registered at all (CAT-3): with no
+// store there is no diary, skill, onboarding mark or private channel, and
+// with no tool skills no load_tool_skill. run_sandbox needs a sandbox,
+// which no node of this build has, so it is never registered.
+type BuiltinDeps struct {
+	Directory  DirectorySource
+	Store      *Store
+	ToolSkills []ToolSkill
+}
+
+// builtins serves the built-in tools' bodies.
+type builtins struct {
+	dir    DirectorySource
+	store  *Store
+	writes *servers.Writes
+}
+
+// Hints of the built-ins: a seat's own memory and skills change nothing
+// anybody else sees and reach nobody.
+var (
+	readOwn  = servers.Hints{ReadOnly: servers.Yes, Destructive: servers.No, Idempotent: servers.Yes, OpenWorld: servers.No}
+	writeOwn = servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.No, OpenWorld: servers.No}
+)
+
+// BuiltinTools is the engine's built-in tool table (BLT-1), filtered by
+// what this node has. search_knowledge is the knowledge base's own.
+func BuiltinTools(d BuiltinDeps) []servers.Tool {
+	dir := d.Directory
+	tools := []servers.Tool{
 		servers.Typed("lookup_colleague",
 			"Find a colleague by handle, role name or a person's contact id. Matching ignores case and falls back to partial and then fuzzy matches; an ambiguous query answers the candidates so you can pick one and ask again by handle.",
-			servers.Hints{ReadOnly: servers.Yes, Destructive: servers.No, Idempotent: servers.Yes, OpenWorld: servers.No}, "",
+			readOwn, "",
 			func(ctx context.Context, _ authority.Caller, in lookupIn) (lookupOut, error) {
 				if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(in.Query), "@")) == "" {
 					return lookupOut{}, authority.Refuse(authority.Invalid, "query is empty; give a handle, a role name or a contact id.")
@@ -53,12 +80,45 @@ func BuiltinTools(dir DirectorySource) []servers.Tool {
 				return out, nil
 			}),
 	}
+	if d.Store != nil && d.Store.node != nil {
+		b := &builtins{dir: dir, store: d.Store, writes: servers.NewWrites(d.Store.node, servers.WritesOptions{
+			Server: "the agent runtime", Look: "refresh_memory, use_skill or query_episodes"})}
+		tools = append(tools,
+			servers.Typed("reflect_and_persist",
+				"Keep one fact in your private diary for later turns: kind long for what stays true, short for what matters over the next days. Only you read it; knowledge the team shares belongs on a knowledge page.",
+				writeOwn, "", b.reflectAndPersist),
+			servers.Typed("refresh_memory",
+				"Read your private diary again, by what the turn turns out to be about: the notes sharing words with the query, whole. Without a query, every long note and the recent short ones.",
+				readOwn, "", b.refreshMemory),
+			servers.Typed("query_episodes",
+				"Recall your own past turns: what woke each, what you answered and how it ended. By words (query), by what they were about (conversation: an item key, a page id), or most recent first.",
+				readOwn, "", b.queryEpisodes),
+			servers.Typed("use_skill",
+				"Read one of your own skills, a procedure you keep for yourself, by name.",
+				readOwn, "", b.useSkill),
+			servers.Typed("refine_skill",
+				"Write a corrected procedure as the new body of one of your own skills (a new one if you have none by that name); the previous version is kept.",
+				writeOwn, "", b.refineSkill),
+			servers.Typed("mark_onboarded",
+				"Stamp your onboarding mark once you have read the onboarding pages that matter to your role; offered until you have.",
+				writeOwn, "", b.markOnboarded),
+			servers.Typed("a2a_ask",
+				"Ask one AI colleague one question over the private channel and wait for its answer. The colleague sees only your question, so make it complete.",
+				servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.No, OpenWorld: servers.No}, "a2a", b.a2aAsk),
+		)
+	}
+	if len(d.ToolSkills) > 0 {
+		tools = append(tools, servers.Typed("load_tool_skill",
+			"Load the full text of a tool skill by key (skill:artifacts). The tools a skill guards are held back in your turn until you have loaded it.",
+			readOwn, "", loadToolSkill(d.ToolSkills)))
+	}
+	return tools
 }
 
 // NewBuiltinServer serves the built-in tools as a first-party MCP server that
 // believes caller metadata only under trust.
-func NewBuiltinServer(dir DirectorySource, trust servers.Trust, log *slog.Logger) *mcp.Server {
+func NewBuiltinServer(d BuiltinDeps, trust servers.Trust, log *slog.Logger) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "crewlet-builtins", Version: servers.Version}, &mcp.ServerOptions{Logger: log})
-	servers.Register(s, trust, log, BuiltinTools(dir)...)
+	servers.Register(s, trust, log, BuiltinTools(d)...)
 	return s
 }

@@ -73,7 +73,7 @@ func TestDistance(t *testing.T) {
 func TestLookupColleagueTool(t *testing.T) {
 	dir := testDirectory()
 	c := serverstest.Connect(t, func(trust servers.Trust) *mcp.Server {
-		return NewBuiltinServer(func() *authority.Directory { return dir }, trust, nil)
+		return NewBuiltinServer(BuiltinDeps{Directory: func() *authority.Directory { return dir }}, trust, nil)
 	})
 	caller := authority.Caller{Seat: "alan", Kind: authority.KindAgent, Requester: "ada", TurnKey: "t1"}
 	lookup := func(q string) (*mcp.CallToolResult, lookupOut) {

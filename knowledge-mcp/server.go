@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -147,4 +148,36 @@ func (s *srv) resolveContainer(c authority.Caller, arg string) (string, error) {
 		}
 	}
 	return "", authority.Refuse(authority.Invalid, "container %s is no unit's space in this company.", key)
+}
+
+// Trigger reads what a knowledge wake row woke its seat with: the comment
+// on a page it follows, or the page as it stands after a change.
+func Trigger(n *state.Node, w servers.Wake) (servers.Trigger, error) {
+	var t servers.Trigger
+	err := n.View(func(r pebble.Reader) error {
+		p, err := readPage(r, w.Subject)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return fmt.Errorf("knowledge: no page %s", w.Subject)
+		}
+		named := fmt.Sprintf("the page %q (%s)", p.Title, p.ID)
+		if w.Comment > 0 {
+			for _, c := range p.Comments {
+				if c.ID == w.Comment {
+					t = servers.Trigger{Text: c.Body, Author: c.By, About: "a comment on " + named + ", which you follow"}
+					return nil
+				}
+			}
+			return fmt.Errorf("knowledge: no comment %d on %s", w.Comment, p.ID)
+		}
+		by := p.CreatedBy
+		if len(p.WrittenBy) > 0 {
+			by = p.WrittenBy[len(p.WrittenBy)-1]
+		}
+		t = servers.Trigger{Text: p.Title + "\n\n" + p.Body, Author: by, About: "a change to " + named + ", which you follow"}
+		return nil
+	})
+	return t, err
 }

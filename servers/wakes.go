@@ -74,3 +74,13 @@ func Wakes(n *state.Node, prefix, after string, limit int) ([]Wake, error) {
 	})
 	return out, err
 }
+
+// Trigger is what woke a seat, read back from the server that left the
+// wake: the text, who wrote it, and in a phrase what it is about ("a
+// comment on CORE-1 (Fix the login)"). The agent runtime shows the text to
+// the seat's model fenced as its writers'.
+type Trigger struct {
+	Text   string
+	Author Author
+	About  string
+}

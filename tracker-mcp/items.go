@@ -60,6 +60,9 @@ type createPayload struct {
 	// Via says how the assignee was chosen: argument, project_default or
 	// triage.
 	Via string `json:"via"`
+	// Mentions are the seats the description names (@handle): they are
+	// woken, as the assignee is (TRK-4).
+	Mentions []string `json:"mentions,omitempty"`
 }
 
 func (s *srv) createWorkItem(ctx context.Context, c authority.Caller, in createIn) (createOut, error) {
@@ -147,6 +150,7 @@ func (s *srv) decideCreate(r pebble.Reader, c authority.Caller, in createIn) (cr
 	}
 	pl := createPayload{Project: decl, Title: in.Title, Description: servers.Unfence(in.Description),
 		Status: in.Status, Priority: in.Priority, Labels: dedupe(in.Labels)}
+	pl.Mentions = s.mentions(pl.Description)
 	if err := pl.check(); err != nil {
 		return createPayload{}, err
 	}
@@ -288,10 +292,23 @@ func applyCreate(a *applier) (any, error) {
 	if err := a.putItem(nil, it); err != nil {
 		return nil, err
 	}
+	// The seats the item is put in front of wake (TRK-4): whom it asks,
+	// whom it is handed to, whom its description names; never its writer.
+	var woken []string
 	if it.Question != nil && it.Question.To != "" {
-		if err := a.wake(it.Question.To, it, 0, "asked"); err != nil {
-			return nil, err
+		woken = append(woken, it.Question.To)
+	}
+	woken = append(append(woken, nonEmpty(it.Assignee)...), pl.Mentions...)
+	if err := a.wakeOnce(it, woken, func(seat string) string {
+		switch {
+		case it.Question != nil && seat == it.Question.To:
+			return "asked"
+		case seat == it.Assignee:
+			return "assigned"
 		}
+		return "mentioned"
+	}); err != nil {
+		return nil, err
 	}
 	if err := a.activity("created", p.Key, it.Key, fmt.Sprintf("filed %s (title %d bytes, description %d bytes)", it.Key, len(it.Title), len(it.Description)),
 		map[string]any{"title": it.Title, "description": it.Description, "assignee": it.Assignee, "status": it.Status}); err != nil {

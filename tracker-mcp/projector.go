@@ -46,6 +46,7 @@ func Projectors() []state.Projector {
 		applying(kindCatalogue, applyCatalogue),
 		applying(kindFileWrite, applyFileWrite),
 		applying(kindFileRm, applyFileRemove),
+		applying(kindTurnEnded, applyTurnEnded),
 		applying(kindView, applyView),
 		applying(kindInboxRead, applyInboxRead),
 		applying(kindPin, applyPin),
@@ -175,6 +176,23 @@ func (a *applier) wake(seat string, it *item, commentID int, why string) error {
 		return err
 	}
 	return a.deliver(seat, it, why, commentID)
+}
+
+// wakeOnce wakes each seat once about an item, in order, leaving out the
+// writer: nobody is woken by their own write. why says what put the item
+// in front of each (asked, assigned, mentioned), for their inbox.
+func (a *applier) wakeOnce(it *item, seats []string, why func(seat string) string) error {
+	seen := map[string]bool{a.By.Seat: true}
+	for _, s := range seats {
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		if err := a.wake(s, it, 0, why(s)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (a *applier) mustItem(key string) (*item, error) {

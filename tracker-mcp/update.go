@@ -68,6 +68,9 @@ type updatePayload struct {
 	Labels      *[]string    `json:"labels,omitempty"`
 	Parent      *string      `json:"parent,omitempty"`
 	Checklist   *checkChange `json:"checklist,omitempty"`
+	// Mentions are the seats a new description names that the old one did
+	// not: they are woken (TRK-4).
+	Mentions []string `json:"mentions,omitempty"`
 }
 
 type linkPayload struct {
@@ -125,6 +128,14 @@ func (s *srv) updateWorkItem(ctx context.Context, c authority.Caller, in updateI
 			return authority.Refuse(authority.NotFound, "No work item has the key %s.", in.Key)
 		}
 		pl.Key = it.Key
+		if pl.Description != nil {
+			old := s.mentions(it.Description)
+			for _, m := range s.mentions(*pl.Description) {
+				if !slices.Contains(old, m) {
+					pl.Mentions = append(pl.Mentions, m)
+				}
+			}
+		}
 		for i := range deps {
 			t, err := readItem(r, deps[i].Target)
 			if err != nil {
@@ -368,6 +379,9 @@ func applyUpdate(a *applier) (any, error) {
 		it.Description = *pl.Description
 		if !slices.Contains(it.DescribedBy, a.By) {
 			it.DescribedBy = append(it.DescribedBy, a.By)
+		}
+		if err := a.wakeOnce(it, pl.Mentions, func(string) string { return "mentioned" }); err != nil {
+			return nil, err
 		}
 	}
 	cat, err := readCatalogue(a.R)

@@ -78,6 +78,7 @@ func (c *Company) check() Violations {
 	}
 
 	c.checkModels(add)
+	c.checkBudget(add)
 
 	servers := map[string]bool{}
 	for i, s := range c.MCPServers {
@@ -167,6 +168,7 @@ func (c *Company) check() Violations {
 			add("%s.integrations: this build routes no third-party app (%s); remove the block rather than have it silently do nothing", p, strings.Join(keys(r.Integrations), ", "))
 		}
 		checkMCPEnv(p, r.MCPEnv, servers, add)
+		c.checkRoleModel(p, r, add)
 	}
 	for i, r := range c.Roles {
 		checkRole(fmt.Sprintf("roles[%d]", i), r)

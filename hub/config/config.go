@@ -32,6 +32,8 @@ type Company struct {
 	// the models the hub uses at them (models.go).
 	Providers map[string]Provider `yaml:"providers"`
 	Models    Models              `yaml:"models"`
+	// Budget sets the token ceilings agent turns spend under (budget.go).
+	Budget Budget `yaml:"budget"`
 }
 
 // Artifacts is the artifact store's company-wide policy.
@@ -71,6 +73,13 @@ type Role struct {
 	Withheld     bool                         `yaml:"withheld"`
 	MCPEnv       map[string]map[string]string `yaml:"mcp_env"`
 	Integrations map[string]yaml.Node         `yaml:"integrations"`
+	// Model is the chat model an agent seat runs its turns on: default,
+	// auxiliary (the models block's) or provider/model; models.default
+	// when empty (chat.go).
+	Model string `yaml:"model"`
+	// Instructions is what the seat's model is told about its job, beside
+	// who it is and the rules every turn keeps.
+	Instructions string `yaml:"instructions" validate:"max=65536"`
 }
 
 // MCPServer declares a third-party MCP server.

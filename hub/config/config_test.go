@@ -231,3 +231,61 @@ models:
 		t.Fatalf("no model: %v %v", ok, err)
 	}
 }
+
+// A seat's chat model: its role's, else models.default; provider/model
+// names a model at a provider; the auxiliary falls back to the seat's
+// own; a person has none; an unset key is named.
+func TestSeatModel(t *testing.T) {
+	c, err := Parse([]byte(`
+providers:
+  local: {api: openai, base_url: "http://127.0.0.1:11434/v1"}
+  claude: {api: anthropic, api_key: "${CLAUDE_KEY}"}
+models:
+  default: {provider: local, model: "qwen3:8b"}
+units:
+  - id: core
+    name: Core
+    roles:
+      - {name: Assistant, handle: assistant, instructions: "Be brief."}
+      - {name: Writer, handle: writer, model: "claude/claude-sonnet-4-5"}
+      - {name: Ada, handle: ada, kind: human, admin: true}
+budget:
+  seat: {day: 100}
+  company: {month: 5000, hour: 10}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"CLAUDE_KEY": "sk-ant"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	spec, ok, err := c.SeatModel("assistant", lookup)
+	want := ChatSpec{Name: "default", Provider: "local", API: "openai", BaseURL: "http://127.0.0.1:11434/v1", Model: "qwen3:8b", MaxOutputTokens: DefaultMaxOutputTokens}
+	if err != nil || !ok || spec != want {
+		t.Fatalf("assistant: %+v %v %v", spec, ok, err)
+	}
+	if c.SeatInstructions("assistant") != "Be brief." {
+		t.Fatalf("instructions %q", c.SeatInstructions("assistant"))
+	}
+	spec, ok, err = c.SeatModel("writer", lookup)
+	if err != nil || !ok || spec.API != "anthropic" || spec.BaseURL != "https://api.anthropic.com" || spec.Model != "claude-sonnet-4-5" || spec.APIKey != "sk-ant" {
+		t.Fatalf("writer: %+v %v %v", spec, ok, err)
+	}
+	if strings.Contains(spec.String(), "sk-ant") {
+		t.Fatalf("the spec's text shows the key: %s", spec)
+	}
+	if aux, ok, err := c.AuxiliaryModel("writer", lookup); err != nil || !ok || aux.Model != "claude-sonnet-4-5" {
+		t.Fatalf("auxiliary falls back to the seat's own: %+v %v %v", aux, ok, err)
+	}
+	if _, ok, _ := c.SeatModel("ada", lookup); ok {
+		t.Fatal("a person has a model")
+	}
+	delete(env, "CLAUDE_KEY")
+	if _, _, err := c.SeatModel("writer", lookup); err == nil || !strings.Contains(err.Error(), "CLAUDE_KEY") {
+		t.Fatalf("an unset key: %v", err)
+	}
+	got := c.Budget.Ceilings()
+	wantC := []Ceiling{{"company", "hour", 10}, {"company", "month", 5000}, {"seat", "day", 100}}
+	if len(got) != len(wantC) || got[0] != wantC[0] || got[1] != wantC[1] || got[2] != wantC[2] {
+		t.Fatalf("ceilings %+v", got)
+	}
+}

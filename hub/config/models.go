@@ -29,6 +29,11 @@ type Models struct {
 	// Embeddings turns text into vectors for search by meaning; without
 	// it search is keyword only, and says so.
 	Embeddings *ModelRef `yaml:"embeddings"`
+	// Default is the chat model of every agent seat that names none of
+	// its own (chat.go); Auxiliary is the smaller one a seat condenses and
+	// judges with, the default's when unset.
+	Default   *ModelRef `yaml:"default"`
+	Auxiliary *ModelRef `yaml:"auxiliary"`
 }
 
 // ModelRef is one model at one provider.
@@ -36,8 +41,11 @@ type ModelRef struct {
 	Provider string `yaml:"provider"`
 	Model    string `yaml:"model"`
 	// MaxInputTokens is the model's documented input limit; a model the
-	// hub knows has it by default (KnownMaxInputTokens).
+	// hub knows has it by default (KnownMaxInputTokens). Embeddings only.
 	MaxInputTokens int `yaml:"max_input_tokens"`
+	// MaxOutputTokens bounds one answer of a chat model (the Messages
+	// API requires a bound); DefaultMaxOutputTokens when 0. Chat only.
+	MaxOutputTokens int `yaml:"max_output_tokens"`
 }
 
 // APIs a provider may speak, and the vendors' own endpoints.
@@ -75,9 +83,13 @@ func (c *Company) checkModels(add func(string, ...any)) {
 			add("%s.api_key: write the key as a ${VARIABLE} reference; a secret does not belong in the company file", at)
 		}
 	}
+	c.checkChatModels(add)
 	e := c.Models.Embeddings
 	if e == nil {
 		return
+	}
+	if e.MaxOutputTokens != 0 {
+		add("models.embeddings.max_output_tokens: an embeddings model answers vectors, not text; remove it")
 	}
 	const at = "models.embeddings"
 	switch p, ok := c.Providers[e.Provider]; {
@@ -145,29 +157,13 @@ func (c *Company) Embeddings(env Lookup) (spec EmbeddingsSpec, ok bool, err erro
 	if e == nil {
 		return EmbeddingsSpec{}, false, nil
 	}
-	p := c.Providers[e.Provider]
 	spec = EmbeddingsSpec{Provider: e.Provider, Model: e.Model, MaxInputTokens: e.MaxInputTokens}
 	if spec.MaxInputTokens == 0 {
 		spec.MaxInputTokens, _ = KnownMaxInputTokens(e.Model)
 	}
-	var bad Violations
-	resolve := func(field, v string) string {
-		val, missing := upstream.Expand(v, upstream.Lookup(env))
-		for _, name := range missing {
-			bad = append(bad, fmt.Sprintf("providers.%s.%s: the variable %s is not set (or is empty) in the hub's secret store or environment", e.Provider, field, name))
-		}
-		return val
-	}
-	spec.BaseURL = p.BaseURL
-	if spec.BaseURL == "" {
-		spec.BaseURL = providerAPIs[p.API]
-	}
-	spec.BaseURL = resolve("base_url", spec.BaseURL)
-	if p.APIKey != "" {
-		spec.APIKey = resolve("api_key", p.APIKey)
-	}
-	if len(bad) > 0 {
-		return EmbeddingsSpec{}, true, bad
+	spec.BaseURL, spec.APIKey, err = c.resolveProvider(e.Provider, env)
+	if err != nil {
+		return EmbeddingsSpec{}, true, err
 	}
 	return spec, true, nil
 }

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/artifacts-mcp"
+	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/knowledge-mcp"
@@ -30,7 +32,7 @@ func openState(ctx context.Context, dataDir string, log *slog.Logger, fleet *fle
 	opts := state.Options{
 		Dir:        filepath.Join(dataDir, "state"),
 		Logger:     log.With("component", "state"),
-		Projectors: append(append(tracker.Projectors(), knowledge.Projectors()...), artifacts.Projectors()...),
+		Projectors: append(append(append(tracker.Projectors(), knowledge.Projectors()...), artifacts.Projectors()...), agent.Projectors()...),
 	}
 	if fleet != nil {
 		blobs, err := fleet.js.Blobs(ctx)
@@ -71,15 +73,30 @@ func artifactDeps(node *state.Node, d hub.Deps, baseURL func() string) artifacts
 }
 
 // firstParty lists the servers the hub mounts in-process: the engine's
-// builtins always, the native tracker and knowledge base (each with its
+// builtins and a person's decisions about seats always (the decisions act
+// on the runtime once it has started), answer_knowledge where the node
+// holds the tracker or the knowledge base, the native tracker and knowledge base (each with its
 // search index) where the company runs them, and the artifact store where
 // the node takes uploads.
-func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string) []hub.FirstParty {
+func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string, builtins agent.BuiltinDeps, runtime func() *agent.Runtime,
+	answers func(hub.Deps) agent.AnswerDeps) []hub.FirstParty {
 	return []hub.FirstParty{{
 		Name: "builtins",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return agent.NewBuiltinServer(d.Directory, t, d.Logger)
+			builtins.Directory = d.Directory
+			return agent.NewBuiltinServer(builtins, t, d.Logger)
 		},
+	}, {
+		Name: "decisions",
+		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
+			return agent.NewDecisionServer(agent.DecisionDeps{Directory: d.Directory, Runtime: runtime}, t, d.Logger)
+		},
+	}, {
+		Name: "answers",
+		Enabled: func(c *config.Company) bool {
+			return node != nil && (c.TrackerBackend() == "native" || c.KnowledgeBackend() == "native")
+		},
+		New: func(t servers.Trust, d hub.Deps) *mcp.Server { return agent.NewAnswerServer(answers(d), t, d.Logger) },
 	}, {
 		Name:    "tracker",
 		Enabled: func(c *config.Company) bool { return node != nil && c.TrackerBackend() == "native" },
@@ -101,10 +118,46 @@ func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() strin
 	}}
 }
 
+// toolSkills are the bundled tool skills whose tools this node registers:
+// skill:artifacts where it takes uploads (ART-9).
+func toolSkills(uploads bool) []agent.ToolSkill {
+	return agent.BundledToolSkills(func(string) bool { return uploads })
+}
+
 // artifactFiles is the file route's reader where the node takes uploads.
 func artifactFiles(node *state.Node, uploads bool, baseURL func() string) func(hub.Deps) hub.ArtifactFiles {
 	if !uploads {
 		return nil
 	}
 	return func(d hub.Deps) hub.ArtifactFiles { return artifacts.NewStore(artifactDeps(node, d, baseURL)) }
+}
+
+// answerDeps is what answer_knowledge is given on this node: the asker's
+// auxiliary model from the revision in force, searches through the hub as
+// the asker once the hub has started, and the runtime (its budget and
+// its store) once the runtime has.
+func answerDeps(node *state.Node, env config.Lookup, started func() *hub.Hub, running func() *agent.Runtime) func(hub.Deps) agent.AnswerDeps {
+	return func(d hub.Deps) agent.AnswerDeps {
+		return agent.AnswerDeps{
+			Runtime: running,
+			Model: func(seat string) (agent.ModelSpec, bool, error) {
+				spec, ok, err := d.Company().AuxiliaryModel(seat, env)
+				if err != nil || !ok {
+					return agent.ModelSpec{}, ok, err
+				}
+				return agent.ModelSpec{API: spec.API, Provider: spec.Provider, BaseURL: spec.BaseURL, APIKey: spec.APIKey,
+					Model: spec.Model, MaxOutputTokens: spec.MaxOutputTokens}, true, nil
+			},
+			Search: func(ctx context.Context, c authority.Caller, tool string, args map[string]any) *mcp.CallToolResult {
+				h := started()
+				if h == nil {
+					return servers.Refused(authority.Refuse(authority.Unavailable, "The hub is still starting; ask again in a moment."))
+				}
+				b, _ := json.Marshal(args)
+				return h.Router().Call(ctx, hub.CompanyRegistry(h.Catalogue()), c, tool, b)
+			},
+			Pages: func() bool { return node != nil && d.Company().KnowledgeBackend() == "native" },
+			Board: func() bool { return node != nil && d.Company().TrackerBackend() == "native" },
+		}
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
@@ -59,6 +60,10 @@ type Options struct {
 	// without a token, for a Prometheus that holds none; the operator
 	// listener serves it behind the token either way.
 	MetricsListen string
+
+	// onRuntime, in this package's tests, is handed the node's agent
+	// runtime once it has started, to claim and release seats by hand.
+	onRuntime func(*agent.Runtime)
 }
 
 func (o *Options) ensureDefaults() {
@@ -148,6 +153,13 @@ func Run(ctx context.Context, o Options) error {
 		return ""
 	}
 	uploads := takesUploads(ctx, node)
+	store := agent.NewStore(node)
+	// The decisions about seats act on the runtime, which starts after
+	// the hub that serves them.
+	var running atomic.Pointer[agent.Runtime]
+	// answer_knowledge searches through the hub that serves it.
+	var started atomic.Pointer[hub.Hub]
+	skills := toolSkills(uploads)
 
 	tel, err := openTelemetry(ctx, o, node)
 	if err != nil {
@@ -155,6 +167,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer tel.close(log)
 
+	fp := firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}, running.Load,
+		answerDeps(node, src.env, started.Load, running.Load))
 	hopts := hub.Options{
 		Company:     company,
 		Env:         src.env,
@@ -162,7 +176,7 @@ func Run(ctx context.Context, o Options) error {
 		Reload:      reload,
 		Redact:      src.storedValues,
 		ConfigFile:  o.ConfigFile,
-		FirstParty:  firstParty(node, indexes, uploads, baseURL),
+		FirstParty:  fp,
 		Artifacts:   artifactFiles(node, uploads, baseURL),
 		Sanitizer:   clean,
 		Ledger:      ledger,
@@ -179,7 +193,22 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer h.Close()
+	started.Store(h)
 	tel.reads(h)
+	// Seats are claimed and their turns run before the node listens: a
+	// mention made the moment it answers already has a mailbox to land in.
+	rt, err := startRuntime(ctx, h, runtimeDeps{store: store, node: node, company: company, env: src.env, log: log, toolSkills: skills})
+	if err != nil {
+		return err
+	}
+	// Closed before the hub: a turn in flight is cut, and stays running
+	// on the log to be run again, rather than ending on the hub's
+	// shutting-down refusals.
+	defer rt.Close()
+	running.Store(rt)
+	if o.onRuntime != nil {
+		o.onRuntime(rt)
+	}
 
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -225,9 +254,11 @@ func Run(ctx context.Context, o Options) error {
 			log.Info("hub_stopping")
 			shutdown, cancel := context.WithTimeout(context.Background(), ShutdownBound)
 			defer cancel()
-			// The hub first: it cuts the calls in flight, each answered
-			// that the hub is shutting down, and ends the open sessions,
-			// whose streams Shutdown would otherwise wait for.
+			// The turns first, then the hub: it cuts the calls in
+			// flight, each answered that the hub is shutting down, and
+			// ends the open sessions, whose streams Shutdown would
+			// otherwise wait for.
+			rt.Close()
 			h.Close()
 			if err := srv.Shutdown(shutdown); err != nil {
 				// Whatever is still being answered when the bound runs

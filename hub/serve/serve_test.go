@@ -16,8 +16,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Everything Run opens it closes before it returns.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, searchtest.LeakOptions()...) }
+// Everything Run opens it closes before it returns. Started as a seat's
+// per-role child (deskVar set), the test binary is that child instead.
+func TestMain(m *testing.M) {
+	if os.Getenv(deskVar) == "1" {
+		serveDesk()
+		return
+	}
+	goleak.VerifyTestMain(m, searchtest.LeakOptions()...)
+}
 
 // syncBuffer is the banner's writer, read while Run writes.
 type syncBuffer struct {
@@ -38,7 +45,7 @@ func (s *syncBuffer) String() string {
 }
 
 // runUntilListening starts Run and waits for its banner's last line.
-func runUntilListening(t *testing.T, o Options) (base string, out *syncBuffer, stop func() error) {
+func runUntilListening(t testing.TB, o Options) (base string, out *syncBuffer, stop func() error) {
 	t.Helper()
 	out = &syncBuffer{}
 	o.Stdout, o.Listen = out, "127.0.0.1:0"

@@ -1,0 +1,328 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+)
+
+// A seat's memory is its own: a private diary of facts it chose to keep
+// (reflect_and_persist), read back by what matters now (refresh_memory),
+// its past turns (query_episodes), and the mark that it has read its
+// onboarding (mark_onboarded). Team-shared knowledge belongs in the
+// knowledge base instead. Everything is read back whole: the stored row is
+// the only copy, and a model is never shown a silent cut of its own
+// memory.
+
+type diaryEntry struct {
+	Kind string    `json:"kind"`
+	Note string    `json:"note"`
+	At   time.Time `json:"at"`
+	Turn string    `json:"turn,omitempty"`
+}
+
+type diaryPayload struct {
+	Seat string `json:"seat"`
+	Kind string `json:"kind"`
+	Note string `json:"note"`
+}
+
+func applyDiary(a *servers.Apply) (any, error) {
+	var p diaryPayload
+	if err := a.Payload(&p); err != nil {
+		return nil, err
+	}
+	e := diaryEntry{Kind: p.Kind, Note: p.Note, At: a.At(), Turn: a.Op.Caller.TurnKey}
+	return nil, setJSON(a.B, fmt.Sprintf("%s%s/%016x.%04d", kDiary, p.Seat, a.Pos, a.Seq()), e)
+}
+
+type onboardPayload struct {
+	Seat string `json:"seat"`
+	Note string `json:"note,omitempty"`
+}
+
+type onboardMark struct {
+	At   time.Time `json:"at"`
+	Note string    `json:"note,omitempty"`
+	Turn string    `json:"turn,omitempty"`
+}
+
+func applyOnboarded(a *servers.Apply) (any, error) {
+	var p onboardPayload
+	if err := a.Payload(&p); err != nil {
+		return nil, err
+	}
+	return nil, setJSON(a.B, kOnb+p.Seat, onboardMark{At: a.At(), Note: p.Note, Turn: a.Op.Caller.TurnKey})
+}
+
+// Onboarded reports whether a seat has stamped its onboarding mark.
+func (s *Store) Onboarded(seat string) bool {
+	found := false
+	_ = s.view(func(r pebble.Reader) error {
+		var m onboardMark
+		var err error
+		found, err = getJSON(r, kOnb+seat, &m)
+		return err
+	})
+	return found
+}
+
+// ---- reflect_and_persist ----
+
+type reflectIn struct {
+	Note string `json:"note" jsonschema:"the fact to keep, in a sentence or a short paragraph"`
+	Kind string `json:"kind,omitempty" jsonschema:"long for what stays true, short for what matters for the next days; long by default"`
+	servers.OpIDArg
+}
+
+type reflectOut struct {
+	servers.WriteOut
+	Kind string `json:"kind"`
+}
+
+func (b *builtins) reflectAndPersist(ctx context.Context, c authority.Caller, in reflectIn) (reflectOut, error) {
+	if err := seatOnly(c, "reflect_and_persist"); err != nil {
+		return reflectOut{}, err
+	}
+	kind := strings.TrimSpace(in.Kind)
+	if kind == "" {
+		kind = "long"
+	}
+	call, err := b.writes.Begin(c, "reflect_and_persist", &in, false)
+	if err != nil {
+		return reflectOut{}, err
+	}
+	wo, _, err := servers.Write[struct{}](ctx, b.writes, call, func(pebble.Reader) (servers.Intent, error) {
+		switch {
+		case kind != "long" && kind != "short":
+			return servers.Intent{}, authority.Refuse(authority.Invalid, "kind %q is not long or short.", in.Kind)
+		case strings.TrimSpace(in.Note) == "":
+			return servers.Intent{}, authority.Refuse(authority.Invalid, "note is empty; write the fact to keep.")
+		case len(in.Note) > maxNote:
+			return servers.Intent{}, authority.Refuse(authority.Invalid, "note is %d bytes; a diary note holds at most %d. Keep one fact per note and call again.", len(in.Note), maxNote)
+		}
+		return servers.Intent{Kind: kindDiary, Payload: diaryPayload{Seat: c.Seat, Kind: kind, Note: servers.Unfence(in.Note)}, What: "the diary note"}, nil
+	})
+	if err != nil {
+		return reflectOut{}, err
+	}
+	return reflectOut{WriteOut: wo, Kind: kind}, nil
+}
+
+// ---- refresh_memory ----
+
+type refreshIn struct {
+	Query string `json:"query,omitempty" jsonschema:"what the turn now turns out to be about, in a few words; empty recalls every long note"`
+}
+
+type memoryNote struct {
+	Kind string    `json:"kind"`
+	Note string    `json:"note"`
+	At   time.Time `json:"at"`
+}
+
+type refreshOut struct {
+	Notes []memoryNote `json:"notes"`
+	// Left are the notes that share no word with the query.
+	Left int    `json:"left_out,omitempty"`
+	How  string `json:"how"`
+}
+
+// shortLived is how long a short note is recalled.
+const shortLived = 7 * 24 * time.Hour
+
+func (b *builtins) refreshMemory(_ context.Context, c authority.Caller, in refreshIn) (refreshOut, error) {
+	if err := seatOnly(c, "refresh_memory"); err != nil {
+		return refreshOut{}, err
+	}
+	if len(in.Query) > maxQuery {
+		return refreshOut{}, authority.Refuse(authority.Invalid, "query is %d bytes; it holds at most %d. Shorten it and call again.", len(in.Query), maxQuery)
+	}
+	var all []diaryEntry
+	err := b.store.view(func(r pebble.Reader) error {
+		return scan(r, kDiary+c.Seat+"/", func(_ string, v []byte) error {
+			var e diaryEntry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			all = append(all, e)
+			return nil
+		})
+	})
+	if err != nil {
+		return refreshOut{}, err
+	}
+	words := wordsOf(in.Query)
+	type scored struct {
+		e     diaryEntry
+		score int
+	}
+	var keep []scored
+	out := refreshOut{How: "every long note, and the short ones of the last seven days, newest first"}
+	if len(words) > 0 {
+		out.How = "the notes sharing words with the query, most shared first; a note sharing none is left out and counted"
+	}
+	for _, e := range all {
+		if e.Kind == "short" && time.Since(e.At) > shortLived {
+			continue
+		}
+		s := overlap(words, e.Note)
+		if len(words) > 0 && s == 0 {
+			out.Left++
+			continue
+		}
+		keep = append(keep, scored{e, s})
+	}
+	sort.SliceStable(keep, func(i, j int) bool {
+		if keep[i].score != keep[j].score {
+			return keep[i].score > keep[j].score
+		}
+		return keep[i].e.At.After(keep[j].e.At)
+	})
+	out.Notes = []memoryNote{}
+	for _, k := range keep {
+		out.Notes = append(out.Notes, memoryNote{Kind: k.e.Kind, Note: k.e.Note, At: k.e.At})
+	}
+	return out, nil
+}
+
+// ---- query_episodes ----
+
+type episodesIn struct {
+	Query        string `json:"query,omitempty" jsonschema:"recall turns about this, by the words they share with it"`
+	Conversation string `json:"conversation,omitempty" jsonschema:"recall the turns about one thing: a work item's key, a page's id"`
+	Limit        int    `json:"limit,omitempty" jsonschema:"at most this many, newest first when no query is given (default 10, at most 50)"`
+}
+
+type episode struct {
+	Turn      string    `json:"turn"`
+	Woken     time.Time `json:"woken"`
+	About     string    `json:"about"`
+	Subject   string    `json:"subject"`
+	Requester string    `json:"requester,omitempty"`
+	// Ask is what woke the turn, fenced as its writer's; Account is what
+	// the turn answered last.
+	Ask     string   `json:"ask,omitempty"`
+	Account string   `json:"account,omitempty"`
+	Outcome string   `json:"outcome"`
+	Tools   []string `json:"tools,omitempty"`
+}
+
+type episodesOut struct {
+	Episodes []episode `json:"episodes"`
+	How      string    `json:"how"`
+}
+
+func (b *builtins) queryEpisodes(_ context.Context, c authority.Caller, in episodesIn) (episodesOut, error) {
+	if err := seatOnly(c, "query_episodes"); err != nil {
+		return episodesOut{}, err
+	}
+	if len(in.Query) > maxQuery {
+		return episodesOut{}, authority.Refuse(authority.Invalid, "query is %d bytes; it holds at most %d. Shorten it and call again.", len(in.Query), maxQuery)
+	}
+	limit := in.Limit
+	switch {
+	case limit == 0:
+		limit = 10
+	case limit < 0 || limit > 50:
+		return episodesOut{}, authority.Refuse(authority.Invalid, "limit %d is out of range (1 to 50).", in.Limit)
+	}
+	recs, err := b.store.Episodes(c.Seat, 0)
+	if err != nil {
+		return episodesOut{}, err
+	}
+	out := episodesOut{Episodes: []episode{}, How: "your most recent turns first"}
+	words := wordsOf(in.Query)
+	type scored struct {
+		rec   TurnRecord
+		score int
+	}
+	var picked []scored
+	for _, rec := range recs {
+		if in.Conversation != "" && !strings.EqualFold(rec.Subject, strings.TrimSpace(in.Conversation)) {
+			continue
+		}
+		s := overlap(words, rec.Trigger+" "+rec.Account+" "+rec.About)
+		if len(words) > 0 && s == 0 {
+			continue
+		}
+		picked = append(picked, scored{rec, s})
+	}
+	switch {
+	case len(words) > 0:
+		out.How = "the turns sharing most words with the query first"
+		sort.SliceStable(picked, func(i, j int) bool { return picked[i].score > picked[j].score })
+	case in.Conversation != "":
+		out.How = "the turns about " + in.Conversation + ", most recent first"
+	}
+	for _, p := range picked[:min(limit, len(picked))] {
+		rec := p.rec
+		out.Episodes = append(out.Episodes, episode{Turn: rec.Key, Woken: rec.Woken, About: rec.About, Subject: rec.Subject,
+			Requester: rec.Requester, Ask: servers.Fence(rec.Trigger, []servers.Author{rec.TriggerBy}),
+			Account: rec.Account, Outcome: rec.Outcome, Tools: rec.Tools})
+	}
+	return out, nil
+}
+
+// ---- mark_onboarded ----
+
+type onboardIn struct {
+	Note string `json:"note,omitempty" jsonschema:"what you read and took from it, in a sentence or two"`
+	servers.OpIDArg
+}
+
+type onboardOut struct {
+	servers.WriteOut
+}
+
+func (b *builtins) markOnboarded(ctx context.Context, c authority.Caller, in onboardIn) (onboardOut, error) {
+	if err := seatOnly(c, "mark_onboarded"); err != nil {
+		return onboardOut{}, err
+	}
+	call, err := b.writes.Begin(c, "mark_onboarded", &in, false)
+	if err != nil {
+		return onboardOut{}, err
+	}
+	wo, _, err := servers.Write[struct{}](ctx, b.writes, call, func(pebble.Reader) (servers.Intent, error) {
+		if len(in.Note) > maxNote {
+			return servers.Intent{}, authority.Refuse(authority.Invalid, "note is %d bytes; it holds at most %d. Shorten it and call again.", len(in.Note), maxNote)
+		}
+		return servers.Intent{Kind: kindOnboarded, Payload: onboardPayload{Seat: c.Seat, Note: in.Note}, What: "your onboarding mark"}, nil
+	})
+	return onboardOut{WriteOut: wo}, err
+}
+
+// wordsOf is a text's distinct lower-case words of three letters or more.
+func wordsOf(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127)
+	}) {
+		if len(w) >= 3 {
+			out[w] = true
+		}
+	}
+	return out
+}
+
+// overlap counts the query's words found in text.
+func overlap(words map[string]bool, text string) int {
+	if len(words) == 0 {
+		return 0
+	}
+	n := 0
+	for w := range wordsOf(text) {
+		if words[w] {
+			n++
+		}
+	}
+	return n
+}
