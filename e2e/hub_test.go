@@ -51,6 +51,7 @@ type hubProc struct {
 	configPath string
 	stdout     []string
 	stderr     *os.File
+	lines      chan string
 }
 
 func (h *hubProc) mcpURL() string  { return "http://" + h.addr + "/operator/mcp" }
@@ -66,6 +67,16 @@ func startHub(t testing.TB, env []string, args ...string) *hubProc {
 // startHubIn is startHub on a given data directory, for a hub restarted on
 // the data an earlier one left.
 func startHubIn(t testing.TB, dir string, env []string, args ...string) *hubProc {
+	t.Helper()
+	h := launchHub(t, dir, env, args...)
+	h.awaitReady(t, 20*time.Second)
+	return h
+}
+
+// launchHub starts `crewlet serve` on a free port in dir and returns at
+// once; awaitReady waits until it answers. Apart, so several hubs that
+// need each other to start (a fleet) can be launched side by side.
+func launchHub(t testing.TB, dir string, env []string, args ...string) *hubProc {
 	t.Helper()
 	h := &hubProc{dataDir: dir}
 	stderr, err := os.OpenFile(filepath.Join(dir, "stderr.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -86,41 +97,45 @@ func startHubIn(t testing.TB, dir string, env []string, args ...string) *hubProc
 		t.Fatal(err)
 	}
 	h.cmd = cmd
-	lines := make(chan string, 16)
+	h.lines = make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			lines <- sc.Text()
+			h.lines <- sc.Text()
 		}
-		close(lines)
+		close(h.lines)
 	}()
 	t.Cleanup(func() { h.stop(t) })
+	return h
+}
 
-	deadline := time.After(20 * time.Second)
+func (h *hubProc) awaitReady(t testing.TB, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
 	for h.addr == "" {
 		select {
-		case line, ok := <-lines:
+		case line, ok := <-h.lines:
 			if !ok {
 				t.Fatalf("hub exited before listening; stderr:\n%s", h.logs())
 			}
 			h.stdout = append(h.stdout, line)
 			if strings.Contains(line, "MCP endpoint:") {
-				b, err := os.ReadFile(filepath.Join(dir, "listen-addr"))
+				b, err := os.ReadFile(filepath.Join(h.dataDir, "listen-addr"))
 				if err != nil {
 					t.Fatalf("listen-addr: %v", err)
 				}
 				h.addr = strings.TrimSpace(string(b))
 			}
 		case <-deadline:
-			t.Fatalf("hub did not start in 20s; stdout %q; stderr:\n%s", h.stdout, h.logs())
+			t.Fatalf("hub did not start in %s; stdout %q; stderr:\n%s", within, h.stdout, h.logs())
 		}
 	}
 	// Keep draining stdout so the hub never blocks on a full pipe.
 	go func() {
-		for range lines {
+		for range h.lines {
 		}
 	}()
-	if b, err := os.ReadFile(filepath.Join(dir, "operator-token")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(h.dataDir, "operator-token")); err == nil {
 		h.token = strings.TrimSpace(string(b))
 	}
 	resp, err := http.Get(h.baseURL() + "/healthz")
@@ -128,7 +143,6 @@ func startHubIn(t testing.TB, dir string, env []string, args ...string) *hubProc
 		t.Fatalf("healthz: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	return h
 }
 
 func (h *hubProc) logs() string {
@@ -151,9 +165,16 @@ func (h *hubProc) stop(t testing.TB) {
 			t.Errorf("hub exited uncleanly after SIGTERM: %v\nstderr:\n%s", err, h.logs())
 		}
 	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		t.Errorf("hub did not stop within 15s of SIGTERM")
+		// SIGQUIT first: a Go program prints where every goroutine is,
+		// which says what it was stuck on.
+		_ = syscall.Kill(h.cmd.Process.Pid, syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			_ = syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+		t.Errorf("hub did not stop within 15s of SIGTERM; the end of its stderr:\n%s", tailString(h.logs(), 16<<10))
 	}
 	h.stderr.Close()
 }
@@ -163,6 +184,13 @@ func (h *hubProc) signal(t testing.TB, sig syscall.Signal) {
 	if err := h.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func tailString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }
 
 func ctxT(t testing.TB) context.Context {

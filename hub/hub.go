@@ -36,6 +36,8 @@ type Hub struct {
 	servers  *supervision
 	status   *statusTable
 	seats    *seatGate
+	// fleet is this node's part in its fleet; nil alone.
+	fleet *fleetRun
 
 	// life ends when Close starts: every call the router is serving ends
 	// with it, so closing a session never waits on a stuck server.
@@ -60,8 +62,12 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		company: NewCatalogue(),
 		tokens:  authority.NewTokens(),
 		clean:   opts.Sanitizer,
-		status:  newStatusTable(),
-		seats:   newSeatGate(),
+		seats:   newSeatGate(opts.Leases, opts.Fleet != nil),
+	}
+	h.status = newStatusTable(h.nodeName())
+	var heartbeat time.Duration
+	if opts.Fleet != nil {
+		heartbeat = opts.Fleet.Heartbeat
 	}
 	h.life, h.endLife = context.WithCancel(context.Background())
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout,
@@ -73,7 +79,8 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	h.operator.screen = newScreen(h.operator, h.life.Done())
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
-		ledger: opts.Ledger, acting: h.seats.acting, observe: opts.Observers.Servers, hops: opts.Observers.Hops,
+		ledger: opts.Ledger, acting: h.seats.acting, heartbeat: heartbeat,
+		observe: opts.Observers.Servers, hops: opts.Observers.Hops,
 	})
 	h.router.seats = h.seatCatalogues
 	if opts.Artifacts != nil {
@@ -94,6 +101,12 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	wait, cancel := context.WithTimeout(ctx, opts.StartupWait)
 	h.servers.awaitStarted(wait)
 	cancel()
+	if opts.Fleet != nil {
+		if err := h.startFleet(); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("hub: join the fleet's heartbeats: %w", err)
+		}
+	}
 	return h, nil
 }
 
@@ -280,9 +293,10 @@ func (h *Hub) seatCatalogues() []*Catalogue {
 	return out
 }
 
-// serverRows reports every server the revision in force declares.
+// serverRows reports every server the revision in force declares: this
+// node's cell, and in a fleet every other node's from its heartbeat.
 func (h *Hub) serverRows() []serverRow {
-	return h.status.rows(h.Company(), h.launchOf)
+	return h.fleetRows(h.status.rows(h.Company(), h.launchOf))
 }
 
 // callTimeout is how long a call to a tool of src may take, by its
@@ -307,6 +321,9 @@ func (h *Hub) Close() error {
 	var errs []error
 	h.closeOnce.Do(func() {
 		h.endLife()
+		// The fleet loop first: nothing may claim a seat, or start its
+		// children, behind the close.
+		h.stopFleet()
 		if h.operator != nil {
 			h.operator.close()
 		}

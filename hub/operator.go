@@ -33,6 +33,7 @@ type control interface {
 	check(*config.Company) error
 	serverRows() []serverRow
 	seatCatalogues() []*Catalogue
+	fleetView(ctx context.Context) fleetView
 }
 
 // operatorDeps is everything the operator surface is given.
@@ -136,6 +137,7 @@ func (h *Hub) Handler() http.Handler {
 	// administrators, as the configuration itself is.
 	mux.Handle("GET /mcp-servers", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServers)))))
 	mux.Handle("GET /mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveMCPServer)))))
+	mux.Handle("GET /fleet", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveFleet)))))
 	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
 	mux.Handle("GET /debug/runtime", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveRuntime)))))
 	mux.Handle("GET /artifacts/{id}/{path...}", f.guard(f.authenticate(http.HandlerFunc(f.serveArtifact))))

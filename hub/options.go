@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,6 +37,56 @@ type Leases interface {
 type singleNode struct{}
 
 func (singleNode) Holds(string) bool { return true }
+
+// Fleet makes a hub one node of several sharing one company (FLT-1,
+// FLT-2): seats are held under leases, spread over the nodes and moved
+// when a node dies, and every node publishes a heartbeat carrying its MCP
+// servers' state, from which GET /mcp-servers shows one cell per node.
+type Fleet struct {
+	// Node names this node in the fleet.
+	Node string
+	// Leases are the fleet's seat leases (state.Leases).
+	Leases SeatLeases
+	// Bus carries heartbeats (core NATS pub/sub on the fleet's NATS).
+	Bus Bus
+	// Heartbeat is how often this node publishes its heartbeat, places
+	// seats, and asks again for a restart held back for a lease (MCP-10).
+	Heartbeat time.Duration
+	// ManualSeats leaves claiming and releasing seats to whoever runs
+	// the agents (ClaimSeat, ReleaseSeat); unset, the node claims the free
+	// agent seats it is the first choice for among the live nodes, and any
+	// seat left free for two heartbeats.
+	ManualSeats bool
+	// Health, if set, reports the fleet's replicated streams for GET
+	// /fleet (state.JetStreamLog.Health).
+	Health func(ctx context.Context) []state.StreamHealth
+}
+
+// SeatLeases is what a node of a fleet needs of the lease store.
+type SeatLeases interface {
+	Leases
+	// Has reports whether the seat's lease may still be this node's (held,
+	// proved or waiting for a renewal to prove it again).
+	Has(seat string) bool
+	// Claim takes the seat's lease for this node.
+	Claim(ctx context.Context, seat string) error
+	// Release lets the seat's lease go.
+	Release(ctx context.Context, seat string) error
+	// Holders maps every held seat to its node, as last seen.
+	Holders() map[string]string
+	// Holder asks the lease store itself which node holds the seat now
+	// ("" if none): the answer for a seat whose holder went silent, when
+	// what Holders last saw may be behind.
+	Holder(ctx context.Context, seat string) (string, error)
+	// Changed delivers when any of the above may have changed.
+	Changed() <-chan struct{}
+}
+
+// Bus publishes and receives a fleet's events.
+type Bus interface {
+	Publish(subject string, data []byte) error
+	Subscribe(subject string, fn func(data []byte)) (stop func(), err error)
+}
 
 // Deps is what the hub lends a first-party server it mounts.
 type Deps struct {
@@ -70,7 +122,11 @@ type Options struct {
 	// store's), asked on every apply.
 	Redact func() []string
 	// Leases is the seat-lease check; nil means this node holds every seat.
+	// A Fleet brings its own.
 	Leases Leases
+	// Fleet, if set, makes this hub a node of a fleet; nil, it runs alone
+	// and holds every seat.
+	Fleet *Fleet
 	// ConfigFile is the company file, which PUT /config/mcp-servers writes;
 	// empty for the embedded company, which cannot be edited.
 	ConfigFile string
@@ -117,6 +173,12 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Env == nil {
 		o.Env = func(string) (string, bool) { return "", false }
+	}
+	if o.Fleet != nil {
+		o.Leases = o.Fleet.Leases
+		if o.Fleet.Heartbeat <= 0 {
+			o.Fleet.Heartbeat = 15 * time.Second
+		}
 	}
 	if o.Leases == nil {
 		o.Leases = singleNode{}

@@ -18,8 +18,8 @@ const (
 	rowNotReported = "Not reported"
 )
 
-// nodeCell is one node's report of a server. This build runs one node, so a
-// row has one cell; a fleet adds one per live node from its heartbeat.
+// nodeCell is one node's report of a server: this node's own, and in a
+// fleet one per other node from its heartbeat (FLT-2, MCP-12).
 type nodeCell struct {
 	Node   string `json:"node"`
 	State  string `json:"state"`
@@ -27,6 +27,14 @@ type nodeCell struct {
 	// NextRestart is when a down server is tried again (RFC 3339).
 	NextRestart string `json:"next_restart,omitempty"`
 	Tools       int    `json:"tools"`
+	// Instances counts the node's instances of the server (one for a
+	// shared server, one per seat it holds for a per-role one), by the
+	// state each reads; a node with none has nothing to say about it.
+	Instances int            `json:"instances"`
+	Counts    map[string]int `json:"counts,omitempty"`
+	// LastHeard is when a node that stopped heartbeating was last heard
+	// from (RFC 3339); only on a Not reported cell.
+	LastHeard string `json:"last_heard,omitempty"`
 }
 
 type launch struct {
@@ -81,6 +89,9 @@ func (h *Hub) launchOf(d config.MCPServer) launch {
 // ever takes the other's lock. An instance's own state is read from the
 // instance, under the instance's lock.
 type statusTable struct {
+	// node names this node's cells: "this node" alone, its name in a
+	// fleet.
+	node  string
 	mu    sync.Mutex
 	insts map[string]*instanceReport // by instance key
 }
@@ -101,7 +112,9 @@ type instanceReport struct {
 	listed bool
 }
 
-func newStatusTable() *statusTable { return &statusTable{insts: map[string]*instanceReport{}} }
+func newStatusTable(node string) *statusTable {
+	return &statusTable{node: node, insts: map[string]*instanceReport{}}
+}
 
 // held records an instance held back for a credential.
 func (t *statusTable) held(key, server, seat string, hold *upstream.Hold) {
@@ -136,6 +149,10 @@ func (t *statusTable) drop(key string) {
 
 // rows reports every server c declares, in declaration order.
 func (t *statusTable) rows(c *config.Company, launchOf func(config.MCPServer) launch) []serverRow {
+	declared := map[string]bool{}
+	for _, w := range c.Instances() {
+		declared[w.Server.Name] = true
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var rows []serverRow
@@ -148,9 +165,12 @@ func (t *statusTable) rows(c *config.Company, launchOf func(config.MCPServer) la
 			}
 		}
 		sort.Slice(reports, func(i, j int) bool { return reports[i].seat < reports[j].seat })
-		cell := nodeCell{Node: "this node", State: rowNotReported}
+		cell := nodeCell{Node: t.node, State: rowNotReported}
 		if len(reports) == 0 && !d.IsShared() {
 			cell.State, cell.Reason = rowNotStarted, "no agent seat declares credentials for it under mcp_env"
+			if declared[d.Name] {
+				cell.Reason = "this node acts for none of the seats that declare credentials for it"
+			}
 		}
 		var cells []nodeCell
 		for _, r := range reports {
@@ -158,7 +178,7 @@ func (t *statusTable) rows(c *config.Company, launchOf func(config.MCPServer) la
 		}
 		row.UnlistedAnnotations = unlistedByAll(reports)
 		if len(cells) > 0 {
-			cell = aggregate(cells)
+			cell = aggregate(t.node, cells)
 		}
 		row.Nodes = []nodeCell{cell}
 		row.State, row.Reason = rollUp(row.Nodes)
@@ -231,10 +251,11 @@ func (s *instanceReport) cell() nodeCell {
 // aggregate folds a node's instances of one server (a shared server has one,
 // a per-role template one per seat) into the node's cell: the first failure
 // explains a failing cell, the first wait a waiting one.
-func aggregate(cells []nodeCell) nodeCell {
-	out := nodeCell{Node: "this node"}
+func aggregate(node string, cells []nodeCell) nodeCell {
+	out := nodeCell{Node: node, Instances: len(cells), Counts: map[string]int{}}
 	var running, failing, waiting int
 	for _, c := range cells {
+		out.Counts[c.State]++
 		out.Tools = max(out.Tools, c.Tools)
 		switch c.State {
 		case rowRunning:
@@ -272,8 +293,19 @@ func aggregate(cells []nodeCell) nodeCell {
 // rollUp reads a row's state from its cells: all running is Running, some
 // failing is Partly failing, all failing is Failing, and a wait shows only
 // where nothing else is wrong. The reason is the first failure's, else the
-// first wait's.
+// first wait's. A node that runs no instance of the server (in a fleet, one
+// holding none of a per-role server's seats) has no say while another
+// node runs one.
 func rollUp(cells []nodeCell) (string, string) {
+	var active []nodeCell
+	for _, c := range cells {
+		if c.Instances > 0 {
+			active = append(active, c)
+		}
+	}
+	if len(active) > 0 {
+		cells = active
+	}
 	var running, failing, waiting, reported int
 	reason := ""
 	for _, c := range cells {

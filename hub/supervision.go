@@ -47,9 +47,12 @@ type supervisionDeps struct {
 	ledger  *upstream.Ledger
 	// acting reports whether this node acts for a seat now: only then
 	// does it run the seat's children (FLT-1).
-	acting  func(seat string) bool
-	observe ServerObserver
-	hops    upstream.HopObserver
+	acting func(seat string) bool
+	// heartbeat is how long a restart held back for a lease waits before
+	// asking again (MCP-10); the instance's default if zero.
+	heartbeat time.Duration
+	observe   ServerObserver
+	hops      upstream.HopObserver
 }
 
 // supervision keeps the company's third-party servers: one supervised
@@ -252,6 +255,7 @@ func (u *supervision) start(decl config.MCPServer, seat string, resolved upstrea
 		Version:      Version,
 		Seat:         seat,
 		Lease:        lease,
+		Heartbeat:    u.heartbeat,
 		Spec:         resolved,
 		Dir:          dir,
 		StartTimeout: time.Duration(decl.StartupTimeoutSeconds) * time.Second,

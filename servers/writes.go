@@ -377,10 +377,12 @@ func (w *Writes) unknown(call *Call, in Intent, cannotTell bool) *authority.Refu
 	switch {
 	case cannotTell && in.CannotTell != "":
 		b.WriteString(in.CannotTell)
+		w.elsewhere(&b, top)
 	case cannotTell:
 		fmt.Fprintf(&b, "This node cannot tell whether %s landed (operation %s): the operation is older than anything its record reaches. ", what, top.ID)
 		b.WriteString(in.IfUnknown)
 		fmt.Fprintf(&b, "Look first (%s) before writing it again: repeating exactly the same call is safe, but it answers the same way until the write reaches this node.", w.opts.Look)
+		w.elsewhere(&b, top)
 	case top.scope != "":
 		fmt.Fprintf(&b, "%s may or may not have landed: the log's acknowledgement was lost (operation %s). ", upperFirst(what), top.ID)
 		b.WriteString(in.IfUnknown)
@@ -404,6 +406,17 @@ func (w *Writes) unknown(call *Call, in Intent, cannotTell bool) *authority.Refu
 		r = r.WithData(k, v)
 	}
 	return r
+}
+
+// elsewhere adds, for an operator in a fleet, the other way to finish an
+// operation this node cannot vouch for: the same call with its op_id
+// through another node, whose ledger may reach back that far (WR-4). A
+// seat sends no op_id, and a node alone has no other node.
+func (w *Writes) elsewhere(b *strings.Builder, top *Call) {
+	if !w.node.Shared() || top.Seat() {
+		return
+	}
+	fmt.Fprintf(b, " Or make the same %s call with op_id %s through another node of the fleet whose record reaches back that far: it finishes the operation, once.", top.Tool, top.ID)
 }
 
 func upperFirst(s string) string {

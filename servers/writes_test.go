@@ -240,26 +240,39 @@ func TestUnknownOutcomeSentences(t *testing.T) {
 	}
 	custom := in
 	custom.CannotTell = "Declare the labels first."
-	if r := cannotTell(t, custom); r.Sentence != "Declare the labels first." {
+	if r := cannotTell(t, custom, seat, false); r.Sentence != "Declare the labels first." {
 		t.Errorf("cannot tell, the tool's own sentence: %q", r.Sentence)
 	}
-	if r := cannotTell(t, in); !strings.Contains(r.Sentence, "cannot tell whether the note k landed") || !strings.Contains(r.Sentence, "Look first (get_note)") {
+	if r := cannotTell(t, in, seat, false); !strings.Contains(r.Sentence, "cannot tell whether the note k landed") || !strings.Contains(r.Sentence, "Look first (get_note)") {
 		t.Errorf("cannot tell: %q", r.Sentence)
+	}
+	// WR-4 in a fleet: an operator may finish it through another node whose
+	// ledger reaches back; a seat, which sends no op_id, is not told so, and
+	// neither is anyone on a node alone.
+	for _, tc := range []struct {
+		c      authority.Caller
+		shared bool
+		want   bool
+	}{{person, true, true}, {seat, true, false}, {person, false, false}} {
+		r := cannotTell(t, custom, tc.c, tc.shared)
+		if got := strings.Contains(r.Sentence, "through another node of the fleet") && strings.Contains(r.Sentence, "with op_id op_"); got != tc.want {
+			t.Errorf("%s, shared %v: %q", tc.c.Kind, tc.shared, r.Sentence)
+		}
 	}
 }
 
 // cannotTell makes the ledger unable to vouch for a seat's call: its first
 // append is hidden from this node, a later write passes the gap an hour
 // later, and the repeat of the first call is answered.
-func cannotTell(t *testing.T, in servers.Intent) *authority.Refusal {
+func cannotTell(t *testing.T, in servers.Intent, c authority.Caller, shared bool) *authority.Refusal {
 	t.Helper()
 	ctx := context.Background()
-	node, f := statetest.OpenFaulty(t, t.TempDir(), state.Options{Projectors: []state.Projector{counterProjector()}})
+	node, f := statetest.OpenFaulty(t, t.TempDir(), state.Options{Projectors: []state.Projector{counterProjector()}, Shared: shared})
 	now := time.Now()
 	clock := now
 	w := servers.NewWrites(node, servers.WritesOptions{Look: "get_note", Now: func() time.Time { return clock }})
 	f.Set(func(f *statetest.Faults) { f.Hide = 1 })
-	call, _ := w.Begin(seat, "write_note", &noteIn{Key: "k"}, false)
+	call, _ := w.Begin(c, "write_note", &noteIn{Key: "k"}, false)
 	if _, _, err := servers.Write[countResult](ctx, w, call, func(pebble.Reader) (servers.Intent, error) { return in, nil }); err == nil {
 		t.Fatal("the hidden append answered")
 	}

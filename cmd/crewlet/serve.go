@@ -2,14 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"os/signal"
 	runtimedebug "runtime/debug"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/serve"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // serveCmd is `crewlet serve`: flags, signals, and serve.Run.
@@ -19,10 +24,24 @@ func serveCmd(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8420", "address to listen on; port 0 picks a free one")
 	dataDir := fs.String("data-dir", "./.crewlet", "where the hub keeps its data")
 	debug := fs.Bool("debug", false, "log at debug level")
+	node := fs.String("node", "", "this node's name in a fleet (with --cluster-listen or --nats)")
+	clusterListen := fs.String("cluster-listen", "", "join a fleet: the embedded NATS server's route address (host:port)")
+	clusterPeers := fs.String("cluster-peers", "", "the other nodes' route addresses, comma-separated")
+	clusterAdvertise := fs.String("cluster-advertise", "", "the route address peers reach this node at, when not --cluster-listen")
+	natsURL := fs.String("nats", "", "join a fleet through an operator's NATS (comma-separated URLs); no embedded server")
+	natsCreds := fs.String("nats-creds", "", "a NATS credentials file for --nats")
+	replicas := fs.Int("replicas", 0, "copies of the log and buckets a fleet keeps (default 3, or the nodes an embedded fleet has if fewer)")
+	leaseTTL := fs.Duration("lease-ttl", state.DefaultLeaseTTL, "how long a seat's lease lives without a renewal (whole seconds)")
+	heartbeat := fs.Duration("heartbeat", state.DefaultHeartbeat, "how often a node of a fleet renews its leases and publishes its heartbeat")
 	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
 	maxConns := fs.Int("max-conns", 0, "serve at most this many HTTP connections at once (each 2025 session's event stream holds one); 0: 512")
 	metricsListen := fs.String("metrics-listen", "", "also serve GET /metrics on this address, without a token (the operator listener serves it behind the token)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fleet, err := fleetFlags(fleetArgs{node: *node, listen: *clusterListen, peers: *clusterPeers, advertise: *clusterAdvertise,
+		nats: *natsURL, creds: *natsCreds, replicas: *replicas, leaseTTL: *leaseTTL, heartbeat: *heartbeat, set: setFlags(fs)})
+	if err != nil {
 		return err
 	}
 	// The hub holds little memory but allocates with every request (each
@@ -46,5 +65,59 @@ func serveCmd(args []string) error {
 		SessionIdle:   *sessionIdle,
 		MetricsListen: *metricsListen,
 		HTTP:          serve.HTTPLimits{MaxConns: *maxConns},
+		Fleet:         fleet,
 	})
+}
+
+// fleetArgs are the fleet's flags as given.
+type fleetArgs struct {
+	node, listen, peers, advertise, nats, creds string
+	replicas                                    int
+	leaseTTL, heartbeat                         time.Duration
+	set                                         map[string]bool
+}
+
+// fleetFlags reads the fleet's flags: nil (the embedded single node) when
+// neither way of joining is given, and an error for a fleet flag given
+// without one.
+func fleetFlags(a fleetArgs) (*serve.FleetOptions, error) {
+	if a.listen == "" && a.nats == "" {
+		for _, f := range []string{"node", "cluster-peers", "cluster-advertise", "nats-creds", "replicas", "lease-ttl", "heartbeat"} {
+			if a.set[f] {
+				return nil, fmt.Errorf("--%s is for a node of a fleet: give --cluster-listen or --nats too", f)
+			}
+		}
+		return nil, nil
+	}
+	split := func(s string) []string {
+		var out []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	f := &serve.FleetOptions{
+		Cluster: state.Cluster{Node: a.node, Listen: a.listen, Peers: split(a.peers), Advertise: a.advertise,
+			URLs: split(a.nats), Creds: a.creds, Replicas: a.replicas,
+			// The routes' shared secret is never a flag: a flag shows in ps.
+			Secret: os.Getenv("CREWLET_CLUSTER_SECRET")},
+		LeaseTTL:  a.leaseTTL,
+		Heartbeat: a.heartbeat,
+	}
+	if a.node == "" {
+		return nil, errors.New("--node names this node in the fleet; it is required with --cluster-listen or --nats")
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// setFlags names the flags given on the command line.
+func setFlags(fs *flag.FlagSet) map[string]bool {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	return set
 }

@@ -24,13 +24,27 @@ import (
 // has artifacts, so every node opens it, whatever tracker and knowledge
 // base the company runs; the one log holds all of them, and the
 // projectors of all of them are registered, so a log written under one
-// revision replays under any other. The returned func closes it.
-func openState(ctx context.Context, dataDir string, log *slog.Logger) (*state.Node, func(), error) {
-	node, err := state.Open(ctx, state.Options{
+// revision replays under any other. The returned func closes it. In a
+// fleet the log is the fleet's shared one (the node projects it into its
+// own store, FLT-3), its blobs are the fleet's, and a seat's own writes
+// are fenced on the seat's lease.
+func openState(ctx context.Context, dataDir string, log *slog.Logger, fleet *fleetConn) (*state.Node, func(), error) {
+	opts := state.Options{
 		Dir:        filepath.Join(dataDir, "state"),
 		Logger:     log.With("component", "state"),
 		Projectors: append(append(append(tracker.Projectors(), knowledge.Projectors()...), artifacts.Projectors()...), agent.Projectors()...),
-	})
+	}
+	if fleet != nil {
+		blobs, err := fleet.js.Blobs(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("opening the fleet's blob store: %w", err)
+		}
+		opts.Log, opts.Blobs, opts.Fence, opts.Shared = fleet.js, blobs, fleet.leases.FenceOp, true
+		// The node takes the log over, and closes it, from here on, even
+		// when it fails to open.
+		fleet.logOwned = true
+	}
+	node, err := state.Open(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening the node's state: %w", err)
 	}

@@ -48,6 +48,9 @@ type Options struct {
 	Reload <-chan os.Signal
 	// LookupEnv reads the process environment; os.LookupEnv if nil.
 	LookupEnv config.Lookup
+	// Fleet, if set, makes this node one of a fleet; nil runs the
+	// embedded single node.
+	Fleet *FleetOptions
 	// HTTP bounds the HTTP server's timeouts and connections.
 	HTTP HTTPLimits
 	// SessionIdle closes a 2025 operator session unused this long; the
@@ -111,11 +114,22 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	node, closeNode, err := openState(ctx, o.DataDir, log)
+	var fleet *fleetConn
+	if o.Fleet != nil {
+		if fleet, err = joinFleet(ctx, o.DataDir, o.Fleet, log); err != nil {
+			return err
+		}
+	}
+	node, closeNode, err := openState(ctx, o.DataDir, log, fleet)
 	if err != nil {
+		fleet.close()
 		return err
 	}
+	// Closed in this order: the hub (every child stopped), the fleet (every
+	// seat let go, once nothing acts for it here), the state.
 	defer closeNode()
+	defer fleet.close()
+
 	// Opened after the node and closed before it: the index follows it.
 	indexes, closeIndexes, err := openSearch(ctx, o.DataDir, node, company, src.env, log)
 	if err != nil {
@@ -155,7 +169,7 @@ func Run(ctx context.Context, o Options) error {
 
 	fp := firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}, running.Load,
 		answerDeps(node, src.env, started.Load, running.Load))
-	h, err := hub.New(ctx, hub.Options{
+	hopts := hub.Options{
 		Company:     company,
 		Env:         src.env,
 		Logger:      log,
@@ -170,7 +184,11 @@ func Run(ctx context.Context, o Options) error {
 		Observers:   tel.observers(),
 		Metrics:     tel.metrics.Handler(),
 		SecretNames: src.secretNames,
-	})
+	}
+	if fleet != nil {
+		hopts.Fleet = fleet.hubFleet()
+	}
+	h, err := hub.New(ctx, hopts)
 	if err != nil {
 		return err
 	}
@@ -218,7 +236,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	log.Info("hub_listening", "addr", addr, "mcp_url", "http://"+addr+"/operator/mcp", "data_dir", o.DataDir)
-	banner(o.Stdout, addr, src.tokenNote())
+	fleetNote := ""
+	if fleet != nil {
+		fleetNote = fmt.Sprintf("%s (%d copies of the log)", o.Fleet.Cluster.Node, fleet.js.Replicas())
+	}
+	banner(o.Stdout, addr, src.tokenNote(), fleetNote)
 
 	for {
 		select {
@@ -255,10 +277,13 @@ func Run(ctx context.Context, o Options) error {
 
 // banner says where the hub is and where its token is, never the token.
 // The endpoint line is printed last: scripts wait for it.
-func banner(w io.Writer, addr, tokenNote string) {
+func banner(w io.Writer, addr, tokenNote, fleetNote string) {
 	fmt.Fprintf(w, "Crewlet hub %s listening on %s\n", hub.Version, addr)
 	if tokenNote != "" {
 		fmt.Fprintf(w, "  operator token: %s (send it as Authorization: Bearer <token>)\n", tokenNote)
+	}
+	if fleetNote != "" {
+		fmt.Fprintf(w, "  fleet node: %s\n", fleetNote)
 	}
 	fmt.Fprintf(w, "  MCP endpoint: http://%s/operator/mcp\n", addr)
 }

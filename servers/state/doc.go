@@ -26,6 +26,17 @@
 // Apply may depend only on the Op and on what it reads from the projection,
 // never on the clock, randomness or the node it runs on.
 //
+// A fleet. Several nodes share one log: OpenCluster joins the embedded
+// server to its peers' over routes (or connects to an operator's NATS), and
+// the log, the blob store and the coordination buckets are replicated
+// across them. Each node still projects the log into its own pebble
+// database with its own follower, so every node reads its own projection
+// and answers WaitFor for its own position. Seat leases (Leases) live in a
+// coordination bucket whose keys expire on their own; a seat's writes are
+// fenced on the seat's claim in the log (Options.Fence), so a node that
+// lost the seat cannot write as it. Core pub/sub (Publish, Subscribe)
+// carries what needs no keeping, such as heartbeats.
+//
 // The op ledger maps an OpID to the answer its operation got. An OpID carries
 // a digest of the tool and its canonical arguments, which lets Write refuse
 // an op_id brought back with another call before anything is appended, and

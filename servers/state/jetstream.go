@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,9 +16,12 @@ import (
 
 const (
 	// streamName and streamSubject are the node's operation log. One
-	// subject: the log is one total order, and a position is its sequence.
+	// subject for operations: the log is one total order, and a position
+	// is its sequence. A fleet's log also holds seat claims, one subject
+	// per seat under claimPrefix, which fences look at.
 	streamName    = "CREWLET_OPS"
 	streamSubject = "crewlet.ops"
+	claimPrefix   = "crewlet.claims."
 
 	// blobStream holds the bytes writes carry (see blobs_jetstream.go).
 	blobStream = "CREWLET_BLOBS"
@@ -34,17 +39,30 @@ const (
 	// duplicate entry in the log for the common quick retry, and the server
 	// keeps every id of the window in memory, so it stays short.
 	dupWindow = 2 * time.Minute
+
+	// fleetAckWait bounds how long a fleet's append waits for its
+	// acknowledgement: longer than a leader election (up to 9 s).
+	fleetAckWait = 15 * time.Second
 )
 
 // JetStreamLog is the default Log: a JetStream stream in a NATS server that
 // runs inside this process and listens on no port. Every append is fsynced
 // before it is acknowledged (SyncAlways); the server's default would leave up
-// to two minutes of acknowledged writes in the page cache.
+// to two minutes of acknowledged writes in the page cache. In a fleet the
+// same stream is replicated across the nodes' servers (see OpenCluster).
 type JetStreamLog struct {
-	ns     *server.Server
+	ns     *server.Server // nil on an operator's NATS
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	stream jetstream.Stream
+	// replicas is how many copies the fleet keeps of the log and of every
+	// bucket beside it; 1 on a single node.
+	replicas int
+	// fences serialises a seat's fenced appends on this node: a clustered
+	// stream refuses a second check on one claim key while the first is
+	// still being replicated, which would turn a seat's own parallel
+	// writes into refusals.
+	fences keyedMutex
 
 	mu     sync.Mutex
 	closed bool
@@ -56,55 +74,163 @@ type JetStreamLog struct {
 // OpenJetStream starts the embedded server with its store under dir and
 // makes sure the operation stream exists.
 func OpenJetStream(ctx context.Context, dir string) (*JetStreamLog, error) {
-	ns, err := server.NewServer(&server.Options{
-		ServerName: "crewlet-state",
-		DontListen: true,
-		JetStream:  true,
-		StoreDir:   dir,
-		SyncAlways: true,
-		NoSigs:     true,
-		NoLog:      true,
-		MaxPayload: 8 << 20,
+	return openJetStream(ctx, logConfig{
+		server: &server.Options{
+			ServerName: "crewlet-state",
+			DontListen: true,
+			JetStream:  true,
+			StoreDir:   dir,
+			SyncAlways: true,
+			NoSigs:     true,
+			NoLog:      true,
+			MaxPayload: 8 << 20,
+		},
+		replicas: 1,
+		subjects: []string{streamSubject},
 	})
-	if err != nil {
-		return nil, fmt.Errorf("state: configure embedded NATS: %w", err)
+}
+
+// logConfig is how a JetStreamLog is reached: an embedded server (alone or
+// routed to peers), or an operator's NATS at urls.
+type logConfig struct {
+	server   *server.Options
+	urls     []string
+	nats     []nats.Option
+	replicas int
+	subjects []string
+	// ready bounds the wait for the embedded server to accept connections.
+	ready time.Duration
+}
+
+func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
+	l := &JetStreamLog{done: make(chan struct{}), replicas: max(c.replicas, 1)}
+	var err error
+	if c.server != nil {
+		if l.ns, err = server.NewServer(c.server); err != nil {
+			return nil, fmt.Errorf("state: configure embedded NATS: %w", err)
+		}
+		l.ns.Start()
+		if c.ready <= 0 {
+			c.ready = 10 * time.Second
+		}
+		if !l.ns.ReadyForConnections(c.ready) {
+			l.shutdown()
+			return nil, errors.New("state: embedded NATS did not become ready")
+		}
+		l.nc, err = nats.Connect("", append([]nats.Option{nats.InProcessServer(l.ns), nats.Name("crewlet-state"),
+			// In process there is nobody to reconnect to once the server is gone.
+			nats.NoReconnect()}, c.nats...)...)
+		if err != nil {
+			l.shutdown()
+			return nil, fmt.Errorf("state: connect to embedded NATS: %w", err)
+		}
+	} else {
+		l.nc, err = nats.Connect(strings.Join(c.urls, ","), c.nats...)
+		if err != nil {
+			return nil, fmt.Errorf("state: connect to NATS: %w", err)
+		}
 	}
-	ns.Start()
-	l := &JetStreamLog{ns: ns, done: make(chan struct{})}
-	if !ns.ReadyForConnections(10 * time.Second) {
-		l.shutdown()
-		return nil, errors.New("state: embedded NATS did not become ready")
-	}
-	l.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.Name("crewlet-state"),
-		// In process there is nobody to reconnect to once the server is gone.
-		nats.NoReconnect())
-	if err != nil {
-		l.shutdown()
-		return nil, fmt.Errorf("state: connect to embedded NATS: %w", err)
+	// An acknowledgement that never comes must still end the wait of
+	// whoever no longer has a deadline of their own. In a fleet it does not
+	// come when this node is cut off from the majority, and a write that
+	// waits longer than a leader election is better answered unknown.
+	ackWait := time.Minute
+	if l.replicas > 1 {
+		ackWait = fleetAckWait
 	}
 	l.js, err = jetstream.New(l.nc,
 		jetstream.WithPublishAsyncMaxPending(asyncWindow),
-		// An acknowledgement that never comes must still end the wait of
-		// whoever no longer has a deadline of their own.
-		jetstream.WithPublishAsyncTimeout(time.Minute))
+		jetstream.WithPublishAsyncTimeout(ackWait))
 	if err != nil {
 		l.shutdown()
 		return nil, fmt.Errorf("state: JetStream client: %w", err)
 	}
-	l.stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:       streamName,
-		Subjects:   []string{streamSubject},
-		Storage:    jetstream.FileStorage,
-		Retention:  jetstream.LimitsPolicy,
-		Duplicates: dupWindow,
-		MaxMsgSize: 8 << 20,
-		Replicas:   1,
+	err = untilReady(ctx, func(ctx context.Context) error {
+		var err error
+		l.stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:       streamName,
+			Subjects:   c.subjects,
+			Storage:    jetstream.FileStorage,
+			Retention:  jetstream.LimitsPolicy,
+			Duplicates: dupWindow,
+			MaxMsgSize: 8 << 20,
+			Replicas:   l.replicas,
+		})
+		return err
 	})
+	if err == nil && l.replicas > 1 {
+		err = untilReady(ctx, l.streamLed)
+	}
 	if err != nil {
 		l.shutdown()
 		return nil, fmt.Errorf("state: create the operation stream: %w", err)
 	}
 	return l, nil
+}
+
+// errNoLeader says a replicated stream has no leader yet.
+var errNoLeader = fmt.Errorf("%w: the log has no leader yet", context.DeadlineExceeded)
+
+// streamLed waits for the log to have a leader: a follower started before
+// that can be handed a consumer that is not serving yet. (A stream another
+// node is still creating answers not found for a moment: asked again.)
+func (l *JetStreamLog) streamLed(ctx context.Context) error {
+	info, err := l.stream.Info(ctx)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return errNoLeader
+	}
+	if err != nil {
+		return err
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return errNoLeader
+	}
+	return nil
+}
+
+// untilReady runs create until it succeeds or ctx ends. A single node's
+// JetStream answers at once; a fleet's answers only once its nodes have
+// elected a leader, which takes seconds after they meet, so an answer that
+// JetStream is not ready yet is asked again.
+func untilReady(ctx context.Context, create func(context.Context) error) error {
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := create(attempt)
+		cancel()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// transient reports errors a fleet still forming answers: no leader yet,
+// not enough peers for the replicas asked, nobody answering the API.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrConnectionReconnecting) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable
+			10005, // insufficient resources: peers not yet there for the replicas
+			10074, // no suitable peers for placement
+			10076: // JetStream not enabled for account (yet)
+			return true
+		}
+		return apiErr.Code == 503
+	}
+	return false
 }
 
 // Append publishes msgs without waiting between them, then waits for every
@@ -125,12 +251,29 @@ func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, er
 	if dl, ok := ctx.Deadline(); ok {
 		stall = max(time.Until(dl), time.Millisecond)
 	}
+	var seats []string
+	for _, m := range msgs {
+		if m.Fence != nil {
+			seats = append(seats, m.Fence.Seat)
+		}
+	}
+	unlock := l.fences.lock(seats)
+	defer unlock()
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
-		msg := &nats.Msg{Subject: streamSubject, Data: m.Data, Header: nats.Header{}}
+		subject := streamSubject
+		if m.Claim != "" {
+			subject = claimSubject(m.Claim)
+		}
+		msg := &nats.Msg{Subject: subject, Data: m.Data, Header: nats.Header{}}
 		opts := []jetstream.PublishOpt{jetstream.WithStallWait(stall)}
 		if m.ID != "" {
 			opts = append(opts, jetstream.WithMsgID(m.ID))
+		}
+		if m.Fence != nil {
+			// The server stores the message only if the newest entry under
+			// the seat's claim key is still the claim the writer holds.
+			opts = append(opts, jetstream.WithExpectLastSequenceForSubject(m.Fence.Claim, claimSubject(m.Fence.Seat)))
 		}
 		f, err := l.js.PublishMsgAsync(msg, opts...)
 		if err != nil {
@@ -153,6 +296,9 @@ func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, er
 			var apiErr *jetstream.APIError
 			if i == 0 && errors.As(err, &apiErr) {
 				// The server answered, and its answer was no: not stored.
+				if fenceRefused(apiErr) && msgs[0].Fence != nil {
+					return nil, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
+				}
 				return nil, fmt.Errorf("%w: %w", ErrNotAppended, err)
 			}
 			return nil, err
@@ -175,24 +321,55 @@ func (l *JetStreamLog) Last(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// Follow reads the stream through an ordered consumer: the client checks
-// that deliveries are gapless and recreates the consumer from the last one
-// it handed out when they are not, so deliver sees every entry in order.
+// Follow reads the stream through a consumer of its own, checking that
+// deliveries are gapless: every delivery carries the consumer's own
+// sequence, and one that skips (a pull answer lost on the way) ends Follow
+// with an error, so the caller starts again after the last entry it took.
+// A gap in stream positions is passed on as it is: the log no longer holds
+// what was there.
+//
+// It is not the client's ordered consumer, whose own restarts wait for a
+// consumer to be made again with no way to be cancelled: a follower whose
+// fleet has lost its quorum would keep its node from ever closing.
 func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Entry) error) error {
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	cfg := jetstream.ConsumerConfig{
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckNonePolicy,
+		MemoryStorage: true,
+		Replicas:      1,
+		// The server forgets a follower that stopped (its node closed or
+		// restarted) on its own.
+		InactiveThreshold: time.Minute,
+	}
 	if from > 1 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = from
 	}
-	cons, err := l.stream.OrderedConsumer(ctx, cfg)
+	cons, err := l.stream.CreateConsumer(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	it, err := cons.Messages()
+	defer func() {
+		if ctx.Err() != nil {
+			return // closing: the inactive threshold removes it
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = l.stream.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
+	opts := []jetstream.PullMessagesOpt{jetstream.WithMessagesErrOnMissingHeartbeat(true)}
+	if l.replicas > 1 {
+		// A fleet's follower can be handed a consumer that is not serving
+		// yet (a leader moving, a replica catching up): short pulls with a
+		// heartbeat each second notice it in about two seconds.
+		opts = append(opts, jetstream.PullExpiry(2*time.Second))
+	}
+	it, err := cons.Messages(opts...)
 	if err != nil {
 		return err
 	}
 	defer it.Stop()
+	var delivered uint64
 	for {
 		m, err := it.Next(jetstream.NextContext(ctx))
 		if err != nil {
@@ -205,6 +382,10 @@ func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Ent
 		if err != nil {
 			return err
 		}
+		if md.Sequence.Consumer != delivered+1 {
+			return fmt.Errorf("state: a delivery was lost (consumer sequence %d after %d)", md.Sequence.Consumer, delivered)
+		}
+		delivered = md.Sequence.Consumer
 		if err := deliver(Entry{Position: md.Sequence.Stream, Data: m.Data()}); err != nil {
 			return err
 		}
@@ -215,13 +396,18 @@ func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Ent
 // server whose Erase overwrites each stored chunk in place (a plain delete
 // leaves the bytes in the store's files until it compacts them).
 func (l *JetStreamLog) Blobs(ctx context.Context) (Blobs, error) {
-	stream, err := l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:       blobStream,
-		Subjects:   []string{blobSubjects},
-		Storage:    jetstream.FileStorage,
-		Retention:  jetstream.LimitsPolicy,
-		MaxMsgSize: blobChunk + 4096,
-		Replicas:   1,
+	var stream jetstream.Stream
+	err := untilReady(ctx, func(ctx context.Context) error {
+		var err error
+		stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:       blobStream,
+			Subjects:   []string{blobSubjects},
+			Storage:    jetstream.FileStorage,
+			Retention:  jetstream.LimitsPolicy,
+			MaxMsgSize: blobChunk + 4096,
+			Replicas:   l.replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state: create the blob store: %w", err)
@@ -248,6 +434,61 @@ func (l *JetStreamLog) shutdown() {
 	if l.nc != nil {
 		l.nc.Close()
 	}
-	l.ns.Shutdown()
-	l.ns.WaitForShutdown()
+	if l.ns != nil {
+		l.ns.Shutdown()
+		l.ns.WaitForShutdown()
+	}
+}
+
+// fenceRefused reports the server's answer to a fence that no longer holds:
+// the newest entry under the claim key is not the one expected (10071), or
+// another check on that key is still being replicated (10164).
+func fenceRefused(e *jetstream.APIError) bool {
+	return e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// keyedMutex is a lock per key, for a few keys at a time.
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*keyLock
+}
+
+type keyLock struct {
+	sync.Mutex
+	users int
+}
+
+// lock takes every key's lock, in order so two callers cannot deadlock,
+// and returns what releases them.
+func (k *keyedMutex) lock(keys []string) func() {
+	if len(keys) == 0 {
+		return func() {}
+	}
+	keys = slices.Compact(slices.Sorted(slices.Values(keys)))
+	held := make([]*keyLock, 0, len(keys))
+	for _, key := range keys {
+		k.mu.Lock()
+		if k.locks == nil {
+			k.locks = map[string]*keyLock{}
+		}
+		l := k.locks[key]
+		if l == nil {
+			l = &keyLock{}
+			k.locks[key] = l
+		}
+		l.users++
+		k.mu.Unlock()
+		l.Lock()
+		held = append(held, l)
+	}
+	return func() {
+		for i, l := range held {
+			l.Unlock()
+			k.mu.Lock()
+			if l.users--; l.users == 0 {
+				delete(k.locks, keys[i])
+			}
+			k.mu.Unlock()
+		}
+	}
 }

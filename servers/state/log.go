@@ -12,6 +12,22 @@ import (
 type Message struct {
 	ID   string
 	Data []byte
+	// Claim, if set, makes this entry a claim of that seat rather than an
+	// operation: it is kept under the seat's claim key, where a fence
+	// looks (see Fence). Only a fleet's lease store appends claims.
+	Claim string
+	// Fence, if set, stores the message only while the newest claim of
+	// Fence.Seat is the one at Fence.Claim: a node that has lost a seat to
+	// another cannot append as it, whatever its acknowledgements said.
+	Fence *Fence
+}
+
+// Fence is the condition a seat's append carries: the position of the
+// seat's claim the writer holds. A log that cannot check it must refuse the
+// message (ErrNotAppended) rather than store it unchecked.
+type Fence struct {
+	Seat  string
+	Claim uint64 // 0: the seat has never been claimed
 }
 
 // Entry is one appended message at its position. Positions start at 1 and
@@ -44,6 +60,11 @@ type Log interface {
 
 // ErrNotAppended marks an append the log knows it did not store.
 var ErrNotAppended = errors.New("state: nothing was appended")
+
+// ErrFenced marks an append refused because the seat it was made for has
+// been claimed since by another holder. It always comes wrapped with
+// ErrNotAppended: nothing was stored.
+var ErrFenced = errors.New("state: the seat's claim has moved")
 
 // ErrLogClosed is returned by a log that has been closed.
 var ErrLogClosed = errors.New("state: log closed")

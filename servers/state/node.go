@@ -116,6 +116,15 @@ type Options struct {
 	// BlobGrace is how old a blob nothing refers to must be before the
 	// node erases it as an orphan, and how often it looks.
 	BlobGrace time.Duration
+	// Fence, if set, is asked before every append what the operation must
+	// be fenced on: nil for an operation no seat's lease guards, or the
+	// claim of the seat it is written for. An error refuses the write
+	// before anything is appended (a node that cannot prove the seat's
+	// lease). A fleet sets it (Leases.FenceOp); one node needs none.
+	Fence func(Op) (*Fence, error)
+	// Shared says the log is a fleet's, shared with other nodes: another
+	// node's ledger may vouch for an operation this one cannot (WR-4).
+	Shared bool
 
 	ephemeral bool
 }
@@ -300,6 +309,9 @@ func (n *Node) enter() bool {
 func closedRefusal() error {
 	return authority.Refuse(authority.Unavailable, "This node is shutting down and took nothing from this call; nothing was written. Make the call again once the node is back.")
 }
+
+// Shared reports whether other nodes share this node's log (a fleet).
+func (n *Node) Shared() bool { return n.opts.Shared }
 
 // Position is the last log position this node's projection has applied.
 func (n *Node) Position() uint64 { return n.pos.Load() }
@@ -487,6 +499,14 @@ func (n *Node) Write(ctx context.Context, op Op) (Answer, error) {
 		return Answer{Outcome: Unknown, OpID: op.ID}, &UnknownOutcome{OpID: op.ID, CannotTell: true}
 	}
 
+	var fence *Fence
+	if n.opts.Fence != nil {
+		f, err := n.opts.Fence(op)
+		if err != nil {
+			return Answer{OpID: op.ID}, err
+		}
+		fence = f
+	}
 	if op.At.IsZero() {
 		op.At = time.Now().UTC()
 	}
@@ -495,8 +515,14 @@ func (n *Node) Write(ctx context.Context, op Op) (Answer, error) {
 		n.logger.Error("state: encode an operation", "op_id", op.ID, "err", err)
 		return Answer{}, authority.Internal()
 	}
-	positions, err := n.log.Append(ctx, []Message{{ID: string(op.ID), Data: data}})
+	positions, err := n.log.Append(ctx, []Message{{ID: string(op.ID), Data: data, Fence: fence}})
 	if err != nil {
+		if errors.Is(err, ErrFenced) {
+			n.logger.Warn("state: an append for a seat was fenced off: another node claimed the seat", "op_id", op.ID, "seat", fence.Seat)
+			return Answer{OpID: op.ID}, authority.Refuse(authority.Unavailable,
+				"Nothing was written: seat %s has been claimed by another node since this one took it, and only the seat's holder writes as it (operation %s).", fence.Seat, op.ID).
+				WithData("op_id", string(op.ID))
+		}
 		if errors.Is(err, ErrNotAppended) {
 			n.logger.Warn("state: the log refused an append", "op_id", op.ID, "err", err)
 			return Answer{OpID: op.ID}, authority.Refuse(authority.Unavailable,

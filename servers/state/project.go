@@ -39,9 +39,24 @@ type record struct {
 	At        time.Time        `json:"at"`
 	TurnStart time.Time        `json:"turn_start,omitzero"`
 	Scope     string           `json:"scope,omitempty"`
+	// Claim is set on a seat's claim instead of everything above but V:
+	// it is not an operation, and nothing is projected from it.
+	Claim *claimRecord `json:"claim,omitempty"`
+}
+
+// claimRecord is a seat's claim as the log keeps it: which node claimed
+// it, under which revision of its lease.
+type claimRecord struct {
+	Seat  string `json:"seat"`
+	Node  string `json:"node"`
+	Lease uint64 `json:"lease"`
 }
 
 const recordVersion = 1
+
+// errClaimEntry marks a log entry that is a seat's claim: it holds no
+// operation and changes nothing in the projection.
+var errClaimEntry = errors.New("a seat's claim")
 
 func encodeRecord(op Op) ([]byte, error) {
 	return json.Marshal(record{V: recordVersion, ID: op.ID, Tool: op.Tool, Kind: op.Kind, Payload: op.Payload, Caller: op.Caller, At: op.At, TurnStart: op.TurnStart, Scope: op.Scope})
@@ -54,6 +69,9 @@ func decodeRecord(data []byte) (Op, error) {
 	}
 	if r.V != recordVersion {
 		return Op{}, fmt.Errorf("record version %d, this node reads %d", r.V, recordVersion)
+	}
+	if r.Claim != nil {
+		return Op{}, errClaimEntry
 	}
 	if !r.ID.Valid() {
 		return Op{}, fmt.Errorf("malformed op_id %q", r.ID)
@@ -172,6 +190,9 @@ func (n *Node) apply(e Entry) error {
 	}
 
 	switch {
+	case errors.Is(decErr, errClaimEntry):
+		// Fences are checked by the log itself; the projection only moves
+		// past a claim.
 	case decErr != nil:
 		n.logger.Error("state: a log entry is not an operation this node reads; passing over it", "position", e.Position, "err", decErr)
 	default:

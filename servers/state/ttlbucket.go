@@ -11,40 +11,76 @@ import (
 )
 
 // A TTLBucket is coordination state that forgets itself: a JetStream
-// key-value bucket on the node's own NATS whose keys each expire on their
-// own (presence in an artifact's room, and later seat leases). It is not
-// part of the log: nothing in it is replayed, and a node that restarts
-// starts with whatever has not yet expired.
+// key-value bucket beside the log, on the same NATS, whose keys each
+// expire on their own — presence in an artifact's room, a fleet's seat
+// leases. It is not part of the log: nothing in it is replayed, and a node
+// that restarts starts with whatever has not yet expired. It lives in
+// memory, one value per key, replicated as the log is (once on a single
+// node, three times in a fleet), since what it holds is worth nothing
+// after its TTL anyway.
 //
-// Every Put is a fresh publish to the key's subject carrying its own TTL
-// (WithMsgTTL), never kv.Update, which would drop the TTL: a renewal is
-// simply the next Put. The bucket keeps one value per key and lives in
-// memory, since what it holds is worth nothing after its TTL anyway.
+// A key's TTL is set by every write to it, never by kv.Update, which would
+// write the value without one: a renewal is the next publish to the key's
+// subject carrying its TTL — unconditional (Put) for keys only their
+// writer writes, or conditional on the revision it expects to replace
+// (Renew, expected-last-sequence-per-subject) for keys several writers
+// contend for. When a key expires the bucket leaves a marker, so a watcher
+// sees it go.
 //
 // A TTLBucket is safe for concurrent use and owns no goroutine; it stops
-// working when the node that made it closes.
+// working when the log that made it closes.
 type TTLBucket struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	prefix string // the subject prefix of its keys: $KV.<bucket>.
 }
 
-// TTLEntry is one key a bucket holds.
+// TTLEntry is one key's value at a revision; Gone when it expired or was
+// deleted.
 type TTLEntry struct {
-	Key   string
-	Value []byte
+	Key      string
+	Value    []byte
+	Revision uint64
+	Gone     bool
 }
 
-// TTLBucket opens (or creates) the named bucket on the embedded log's
-// server.
+// ErrNoCoordination marks a node whose log is not the embedded JetStream
+// one, so it has no coordination store to make a bucket in.
+var ErrNoCoordination = errors.New("state: this node has no coordination store")
+
+// ErrKeyTaken marks a Create of a key another writer holds.
+var ErrKeyTaken = errors.New("state: the key is held")
+
+// ErrKeyMoved marks a conditional write or delete whose expected revision
+// is no longer the key's newest: someone else wrote it, or it expired.
+var ErrKeyMoved = errors.New("state: the key has moved past the expected revision")
+
+// ErrNoKey marks a key that is not held (never was, expired or deleted).
+var ErrNoKey = errors.New("state: no such key")
+
+// markerTTL is how long a bucket remembers that a key went: long enough
+// for every watcher to see it, short enough not to pile up.
+const markerTTL = time.Minute
+
+// ttlOf rounds a TTL up to JetStream's unit, a whole second.
+func ttlOf(d time.Duration) time.Duration {
+	return max(time.Second, (d+time.Second-1)/time.Second*time.Second)
+}
+
+// TTLBucket opens (or creates) the named bucket beside the log, replicated
+// as the log is. A fleet still forming is waited for, within ctx.
 func (l *JetStreamLog) TTLBucket(ctx context.Context, name string) (*TTLBucket, error) {
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:  name,
-		History: 1,
-		Storage: jetstream.MemoryStorage,
-		// Per-message TTLs, and a marker when a key expires so a watcher
-		// sees it go; the marker itself is kept this long.
-		LimitMarkerTTL: time.Minute,
+	var kv jetstream.KeyValue
+	err := untilReady(ctx, func(ctx context.Context) error {
+		var err error
+		kv, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:         name,
+			History:        1,
+			Storage:        jetstream.MemoryStorage,
+			Replicas:       l.replicas,
+			LimitMarkerTTL: markerTTL,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("state: the %s bucket: %w", name, err)
@@ -52,12 +88,9 @@ func (l *JetStreamLog) TTLBucket(ctx context.Context, name string) (*TTLBucket, 
 	return &TTLBucket{js: l.js, kv: kv, prefix: "$KV." + name + "."}, nil
 }
 
-// ErrNoCoordination marks a node whose log is not the embedded JetStream
-// one, so it has no coordination store to make a bucket in.
-var ErrNoCoordination = errors.New("state: this node has no coordination store")
-
-// TTLBucket opens a coordination bucket on the node's own JetStream: the
-// embedded log's server, also when a test wraps it (a log with Unwrap).
+// TTLBucket opens a coordination bucket beside the node's log: the
+// JetStream one (embedded, or a fleet's), also when a test wraps it (a log
+// with Unwrap).
 func (n *Node) TTLBucket(ctx context.Context, name string) (*TTLBucket, error) {
 	l := n.log
 	for {
@@ -72,16 +105,64 @@ func (n *Node) TTLBucket(ctx context.Context, name string) (*TTLBucket, error) {
 	}
 }
 
-// Put sets key to value until ttl passes without another Put. ttl is at
-// least a second (JetStream's unit).
+// Put sets key to value until ttl passes without another Put, whoever
+// wrote it before: for keys only their writer writes (presence). ttl is
+// rounded up to whole seconds.
 func (b *TTLBucket) Put(ctx context.Context, key string, value []byte, ttl time.Duration) error {
-	ttl = max(ttl, time.Second)
-	_, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: b.prefix + key, Data: value}, jetstream.WithMsgTTL(ttl))
+	_, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: b.prefix + key, Data: value}, jetstream.WithMsgTTL(ttlOf(ttl)))
 	return err
 }
 
+// Create sets key to value if nobody holds it, for ttl, and answers the
+// revision written. A key somebody holds answers ErrKeyTaken.
+func (b *TTLBucket) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
+	rev, err := b.kv.Create(ctx, key, value, jetstream.KeyTTL(ttlOf(ttl)))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, fmt.Errorf("%w: %w", ErrKeyTaken, err)
+	}
+	return rev, err
+}
+
+// Renew writes value over revision rev with a fresh ttl and answers the new
+// revision; ErrKeyMoved if rev is no longer the key's newest.
+func (b *TTLBucket) Renew(ctx context.Context, key string, value []byte, ttl time.Duration, rev uint64) (uint64, error) {
+	ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: b.prefix + key, Data: value},
+		jetstream.WithMsgTTL(ttlOf(ttl)), jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && fenceRefused(apiErr) {
+			return 0, fmt.Errorf("%w: %w", ErrKeyMoved, err)
+		}
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// Delete removes key if its newest revision is still rev.
+func (b *TTLBucket) Delete(ctx context.Context, key string, rev uint64) error {
+	err := b.kv.Delete(ctx, key, jetstream.LastRevision(rev))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && fenceRefused(apiErr) {
+		return fmt.Errorf("%w: %w", ErrKeyMoved, err)
+	}
+	return err
+}
+
+// Get reads key's newest value; ErrNoKey if it is not held.
+func (b *TTLBucket) Get(ctx context.Context, key string) (TTLEntry, error) {
+	e, err := b.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return TTLEntry{}, fmt.Errorf("%w: %s", ErrNoKey, key)
+	}
+	if err != nil {
+		return TTLEntry{}, err
+	}
+	return TTLEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()}, nil
+}
+
 // Entries lists the keys matching filter (a subject filter over keys:
-// "room.art_1.>" or "room.*.ada") that have not expired, with their values.
+// "room.art_1.>", "room.*.ada", "seat.>") that have not expired, with
+// their values.
 func (b *TTLBucket) Entries(ctx context.Context, filter string) ([]TTLEntry, error) {
 	w, err := b.kv.WatchFiltered(ctx, []string{filter}, jetstream.IgnoreDeletes())
 	if err != nil {
@@ -98,25 +179,22 @@ func (b *TTLBucket) Entries(ctx context.Context, filter string) ([]TTLEntry, err
 			if e == nil { // every current value has been delivered
 				return out, nil
 			}
-			out = append(out, TTLEntry{Key: e.Key(), Value: e.Value()})
+			out = append(out, TTLEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()})
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
 }
 
-// TTLWatch follows the keys matching a filter: what they are set to, and
-// when they go (expired or removed).
+// TTLWatch follows the keys matching a filter: every value they are set
+// to, and when they go (expired or removed).
 type TTLWatch struct{ w jetstream.KeyWatcher }
 
-// TTLEvent is one change a watch sees; Gone means the key expired.
-type TTLEvent struct {
-	Key   string
-	Value []byte
-	Gone  bool
-}
+// ErrWatchEnded is what Next says once its watch can deliver nothing more.
+var ErrWatchEnded = errors.New("state: the watch ended")
 
-// Watch starts following filter from now on (current values first).
+// Watch starts following filter: the current values first, then each
+// change.
 func (b *TTLBucket) Watch(ctx context.Context, filter string) (*TTLWatch, error) {
 	w, err := b.kv.WatchFiltered(ctx, []string{filter})
 	if err != nil {
@@ -125,23 +203,33 @@ func (b *TTLBucket) Watch(ctx context.Context, filter string) (*TTLWatch, error)
 	return &TTLWatch{w: w}, nil
 }
 
-// Next waits for the next change, skipping the marker that ends the
-// current values.
-func (t *TTLWatch) Next(ctx context.Context) (TTLEvent, error) {
+// Next waits for the next value or going.
+func (t *TTLWatch) Next(ctx context.Context) (TTLEntry, error) {
 	for {
-		select {
-		case e, ok := <-t.w.Updates():
-			if !ok {
-				return TTLEvent{}, errors.New("state: the watch ended")
-			}
-			if e == nil {
-				continue
-			}
-			op := e.Operation()
-			return TTLEvent{Key: e.Key(), Value: e.Value(), Gone: op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge}, nil
-		case <-ctx.Done():
-			return TTLEvent{}, ctx.Err()
+		e, err := t.NextMarked(ctx)
+		if err != nil || e.Key != "" {
+			return e, err
 		}
+	}
+}
+
+// NextMarked is Next that also answers, once, an entry with an empty Key
+// where the current values end and the changes begin: what a follower
+// that rebuilds its picture of the bucket waits for before trusting it.
+func (t *TTLWatch) NextMarked(ctx context.Context) (TTLEntry, error) {
+	select {
+	case e, ok := <-t.w.Updates():
+		if !ok {
+			return TTLEntry{}, ErrWatchEnded
+		}
+		if e == nil {
+			return TTLEntry{}, nil
+		}
+		op := e.Operation()
+		return TTLEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision(),
+			Gone: op == jetstream.KeyValueDelete || op == jetstream.KeyValuePurge}, nil
+	case <-ctx.Done():
+		return TTLEntry{}, ctx.Err()
 	}
 }
 

@@ -62,6 +62,77 @@ func TestTTLBucketKeysExpire(t *testing.T) {
 	}
 }
 
+// The same bucket serves keys several writers contend for (seat leases):
+// Create takes a key nobody holds; a renewal or delete names the revision
+// it replaces and is refused once the key moved past it (another writer's
+// put, or a delete); a renewal carries its own TTL, so a key renewed short
+// goes when that runs out, whatever it was created with. A follower that
+// rebuilds its picture is told where the current values end.
+func TestTTLBucketContendedKeys(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	defer n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := n.TTLBucket(ctx, "TEST_LEASES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := b.Create(ctx, "seat.ada", []byte("n1"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, "seat.ada", []byte("n2"), time.Hour); !errors.Is(err, ErrKeyTaken) {
+		t.Fatalf("a second create: %v", err)
+	}
+	next, err := b.Renew(ctx, "seat.ada", []byte("n1"), time.Hour, rev)
+	if err != nil || next <= rev {
+		t.Fatalf("renewal over the newest revision: %d %v", next, err)
+	}
+	if _, err := b.Renew(ctx, "seat.ada", []byte("n1"), time.Hour, rev); !errors.Is(err, ErrKeyMoved) {
+		t.Fatalf("renewal over a revision since replaced: %v", err)
+	}
+	if err := b.Delete(ctx, "seat.ada", rev); !errors.Is(err, ErrKeyMoved) {
+		t.Fatalf("delete over a revision since replaced: %v", err)
+	}
+	if e, err := b.Get(ctx, "seat.ada"); err != nil || string(e.Value) != "n1" || e.Revision != next {
+		t.Fatalf("get %+v %v", e, err)
+	}
+	if err := b.Delete(ctx, "seat.ada", next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(ctx, "seat.ada"); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("get after delete: %v", err)
+	}
+
+	held, err := b.Create(ctx, "seat.bob", []byte("n1"), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := b.Watch(ctx, "seat.bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if e, err := w.NextMarked(ctx); err != nil || e.Key != "seat.bob" || e.Gone {
+		t.Fatalf("the current value %+v %v", e, err)
+	}
+	if e, err := w.NextMarked(ctx); err != nil || e.Key != "" {
+		t.Fatalf("the end of the current values %+v %v", e, err)
+	}
+	if _, err := b.Renew(ctx, "seat.bob", []byte("n1"), time.Second, held); err != nil {
+		t.Fatal(err)
+	}
+	if e, err := w.NextMarked(ctx); err != nil || e.Key != "seat.bob" || e.Gone {
+		t.Fatalf("the renewal %+v %v", e, err)
+	}
+	if e, err := w.NextMarked(ctx); err != nil || e.Key != "seat.bob" || !e.Gone {
+		t.Fatalf("the key renewed for a second never went: %+v %v", e, err)
+	}
+	if _, err := b.Create(ctx, "seat.bob", []byte("n2"), time.Hour); err != nil {
+		t.Fatalf("a lapsed key is free to take: %v", err)
+	}
+}
+
 func TestTTLBucketNeedsJetStream(t *testing.T) {
 	n := openNode(t, t.TempDir(), func(o *Options) { o.Log = nopLog{} })
 	defer n.Close()
