@@ -24,6 +24,8 @@ func TestMaskValue(t *testing.T) {
 		"Bearer":                   "(literal, 6 characters)",
 		"Basic ${CREDENTIALS}":     "Basic ${CREDENTIALS}",
 		"x${A}":                    "(literal, 1 character)${A}",
+		// A scheme word with nothing after it but a reference.
+		"Bearer${X}": "(literal, 6 characters)${X}",
 	} {
 		if got := MaskValue(in); got != want {
 			t.Errorf("MaskValue(%q) = %q, want %q", in, got, want)
@@ -42,6 +44,11 @@ func TestMaskURLs(t *testing.T) {
 		"--url=https://u:p@h/x then https://a@b/?t=1 end":   "--url=https://(literal, 1 character):(literal, 1 character)@h/x then https://(literal, 1 character)@b/?t=(literal, 1 character) end",
 		`Post "http://user:xxxxx@127.0.0.1:9/mcp": refused`: `Post "http://(literal, 4 characters):(literal, 5 characters)@127.0.0.1:9/mcp": refused`,
 		"no url here": "no url here",
+		// A query or fragment straight after the host, and a URL with no
+		// authority at all, are masked the same.
+		"https://h?api_key=abc123":    "https://h?api_key=(literal, 6 characters)",
+		"https://h#frag-token":        "https://h#(literal, 10 characters)",
+		"file:///srv/data?key=s3cr3t": "file:///srv/data?key=(literal, 6 characters)",
 	} {
 		if got := MaskURLs(in); got != want {
 			t.Errorf("MaskURLs(%q)\n got %q\nwant %q", in, got, want)
