@@ -99,3 +99,46 @@ func TestImportRefusesWhatIsNoClientConfig(t *testing.T) {
 		}
 	}
 }
+
+// The edges of what the clients write: VS Code's user settings keep the
+// servers under mcp.servers beside other settings, with comments (a line
+// comment may end the file; a string may hold what looks like one); names
+// that slug alike are numbered in order; a URL's userinfo password is a
+// credential like any other.
+func TestImportEdgesOfTheClientFormats(t *testing.T) {
+	doc := `// user settings
+{
+  "editor.fontSize": 14, /* a block comment */
+  "mcp": {
+    "servers": {
+      "My Tool": {"command": "a", "args": ["say \"// not a comment\" here"]},
+      "my tool": {"command": "b"},
+      "MY-TOOL": {"command": "c"},
+      "remote": {"url": "https://bob:hunter2@api.example.com/mcp"}
+    }
+  }
+} // the end, with no line break after it`
+	im, err := ImportClientConfig([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]MCPServer{}
+	var names []string
+	for _, s := range im.Servers {
+		names = append(names, s.Name)
+		got[s.Name] = s
+	}
+	if want := []string{"my-tool", "my-tool-2", "my-tool-3", "remote"}; !slices.Equal(names, want) {
+		t.Fatalf("servers %v, want %v", names, want)
+	}
+	// Alike names are numbered in the order of the names as written.
+	if got["my-tool"].Command != "c" || got["my-tool-2"].Command != "a" || got["my-tool-3"].Command != "b" {
+		t.Fatalf("numbered out of order: %+v", im.Servers)
+	}
+	if args := got["my-tool-2"].Args; len(args) != 1 || args[0] != `say "// not a comment" here` {
+		t.Fatalf("a string holding // lost its text: %q", args)
+	}
+	if im.Secrets["REMOTE_URL_PASSWORD"] != "hunter2" || got["remote"].URL != "https://bob:${REMOTE_URL_PASSWORD}@api.example.com/mcp" {
+		t.Fatalf("the URL's password: %q, secrets %v", got["remote"].URL, im.Secrets)
+	}
+}
