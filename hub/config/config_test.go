@@ -289,3 +289,37 @@ budget:
 		t.Fatalf("ceilings %+v", got)
 	}
 }
+
+// A company that declares no credential is given the generated one, bound
+// to its first administrator (a person; an agent is never one), or an
+// administrator's own credential where it has none; declared credentials
+// are used as they are.
+func TestCredentialsGeneratedWhenNoneDeclared(t *testing.T) {
+	for _, tc := range []struct {
+		name, doc string
+		want      Token
+		generated bool
+	}{
+		{"first administrator", `units: [{id: core, name: Core, roles: [{name: Bot, handle: bot}, {name: Bo, handle: bo, kind: human}, {name: Ada, handle: ada, kind: human, admin: true}, {name: Eve, handle: eve, kind: human, admin: true}]}]`,
+			Token{ID: "operator", Token: "${CREWLET_OPERATOR_TOKEN}", Seat: "ada"}, true},
+		{"no administrator", `units: [{id: core, name: Core, roles: [{name: Bot, handle: bot}, {name: Bo, handle: bo, kind: human}]}]`,
+			Token{ID: "operator", Token: "${CREWLET_OPERATOR_TOKEN}", Admin: true}, true},
+		{"declared", `units: [{id: core, name: Core, roles: [{name: Ada, handle: ada, kind: human, admin: true}]}]
+api: {auth: {tokens: [{id: ci, token: "${CI_TOKEN}", admin: true}]}}`,
+			Token{ID: "ci", Token: "${CI_TOKEN}", Admin: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(tc.doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, generated := c.Credentials()
+			if len(got) != 1 || got[0].ID != tc.want.ID || got[0].Token != tc.want.Token || got[0].Seat != tc.want.Seat || got[0].Admin != tc.want.Admin || generated != tc.generated {
+				t.Fatalf("credentials %+v generated %v, want %+v generated %v", got, generated, tc.want, tc.generated)
+			}
+			if c.UsesGeneratedToken() != tc.generated {
+				t.Fatalf("UsesGeneratedToken = %v", !tc.generated)
+			}
+		})
+	}
+}
