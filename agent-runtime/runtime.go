@@ -37,6 +37,11 @@ type Runtime struct {
 	running map[string]*turn
 	closed  bool
 	once    sync.Once
+
+	// placed is the latest set of seats Place was told this node runs,
+	// and placing wakes the goroutine that follows it (Options.Placed).
+	placed  []string
+	placing chan struct{}
 }
 
 // Options configure a Runtime. Store, Hub and Seat are required.
@@ -65,6 +70,12 @@ type Options struct {
 	Reconcile time.Duration
 	// ToolSkills are the tool skills whose guards apply (load_tool_skill).
 	ToolSkills []ToolSkill
+	// Placed says another owner decides which seats this node runs (a
+	// fleet's leases, FLT-1): the runtime then claims no seat of its own
+	// and runs the mailboxes of exactly the seats Place last named. The
+	// hub already acts for those, so opening or closing one asks nothing
+	// of Hub.ClaimSeat or ReleaseSeat.
+	Placed bool
 }
 
 // SeatSpec is how a seat runs its turns.
@@ -122,6 +133,7 @@ func New(opts Options) (*Runtime, error) {
 	opts.ensureDefaults()
 	r := &Runtime{opts: opts, log: opts.Logger, seats: map[string]*mailbox{}, running: map[string]*turn{}}
 	r.sig.ch = make(chan struct{})
+	r.placing = make(chan struct{}, 1)
 	r.life, r.endLife = context.WithCancel(context.Background())
 	return r, nil
 }
@@ -137,9 +149,55 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return err
 	}
 	r.wg.Go(r.follow)
+	if r.opts.Placed {
+		r.wg.Go(r.placeLoop)
+		return nil
+	}
 	r.wg.Go(r.reconcileLoop)
 	r.reconcileSeats(ctx)
 	return nil
+}
+
+// Place names the seats this node runs now, for a runtime whose seats
+// are placed by another owner (Options.Placed). It never blocks: the
+// runtime opens and closes the mailboxes on its own goroutine, following
+// the latest set named, so a caller's loop is not held while a turn in
+// flight is cut.
+func (r *Runtime) Place(seats []string) {
+	r.mu.Lock()
+	r.placed = slices.Clone(seats)
+	r.mu.Unlock()
+	select {
+	case r.placing <- struct{}{}:
+	default:
+	}
+}
+
+// placeLoop follows Place: a seat no longer named has its mailbox closed
+// (its turn in flight cut, left running on the log for the next holder),
+// a newly named one has its mailbox opened.
+func (r *Runtime) placeLoop() {
+	for {
+		select {
+		case <-r.life.Done():
+			return
+		case <-r.placing:
+		}
+		r.mu.Lock()
+		want := map[string]bool{}
+		for _, s := range r.placed {
+			want[s] = true
+		}
+		r.mu.Unlock()
+		for _, seat := range r.Held() {
+			if !want[seat] {
+				r.shut(seat, "this node no longer holds the seat")
+			}
+		}
+		for seat := range want {
+			r.open(seat)
+		}
+	}
 }
 
 // markOrigins records, once per feed and on the log, the newest row the
@@ -247,8 +305,8 @@ func (r *Runtime) Held() []string {
 
 // Claim makes this node run a seat's turns: the hub starts the seat's
 // per-role children, and then the seat's mailbox opens, first running
-// again any turn of it that never ended. A lease (FLT-1) drives Claim and
-// Release; alone, the runtime claims every agent seat itself.
+// again any turn of it that never ended. Alone, the runtime claims every
+// agent seat itself; in a fleet the leases place the seats (Place).
 func (r *Runtime) Claim(ctx context.Context, seat string) error {
 	r.mu.Lock()
 	_, held := r.seats[seat]
@@ -260,36 +318,54 @@ func (r *Runtime) Claim(ctx context.Context, seat string) error {
 	if err := r.opts.Hub.ClaimSeat(ctx, seat); err != nil {
 		return err
 	}
+	if r.open(seat) {
+		r.log.Info("seat_claimed", "seat", seat)
+	}
+	return nil
+}
+
+// open opens a seat's mailbox unless it is open or the runtime closed;
+// it reports whether it opened one.
+func (r *Runtime) open(seat string) bool {
 	mctx, cancel := context.WithCancel(r.life)
 	mb := &mailbox{cancel: cancel, done: make(chan struct{})}
 	r.mu.Lock()
-	if _, raced := r.seats[seat]; raced || r.closed {
-		r.mu.Unlock()
+	defer r.mu.Unlock()
+	if _, open := r.seats[seat]; open || r.closed {
 		cancel()
-		return nil
+		return false
 	}
 	r.seats[seat] = mb
 	r.wg.Go(func() {
 		defer close(mb.done)
 		r.serveSeat(mctx, seat)
 	})
-	r.mu.Unlock()
-	r.log.Info("seat_claimed", "seat", seat)
-	return nil
+	r.log.Info("mailbox_opened", "seat", seat)
+	return true
 }
 
-// Release stops running a seat's turns here (a turn in flight is cut and
-// stays running on the log) and has the hub stop its children.
-func (r *Runtime) Release(ctx context.Context, seat string) error {
+// shut closes a seat's mailbox and waits for it to end; it reports
+// whether one was open.
+func (r *Runtime) shut(seat, why string) bool {
 	r.mu.Lock()
 	mb := r.seats[seat]
 	delete(r.seats, seat)
 	r.mu.Unlock()
 	if mb == nil {
-		return nil
+		return false
 	}
 	mb.cancel()
 	<-mb.done
+	r.log.Info("mailbox_closed", "seat", seat, "reason", why)
+	return true
+}
+
+// Release stops running a seat's turns here (a turn in flight is cut and
+// stays running on the log) and has the hub stop its children.
+func (r *Runtime) Release(ctx context.Context, seat string) error {
+	if !r.shut(seat, "released") {
+		return nil
+	}
 	r.log.Info("seat_released", "seat", seat)
 	return r.opts.Hub.ReleaseSeat(ctx, seat)
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -126,5 +127,66 @@ func TestRunningTurnRunsAgain(t *testing.T) {
 	h.hub.surface.mu.Unlock()
 	if len(calls) != 1 || calls[0].Caller.TurnKey != rec.Key {
 		t.Fatalf("the re-run's calls %+v", calls)
+	}
+}
+
+// waitHeld waits until the runtime's open mailboxes are want.
+func waitHeld(t *testing.T, rt *Runtime, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Equal(rt.Held(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("mailboxes open %v, want %v", rt.Held(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// FLT-1: placed by another owner (a fleet's leases), the runtime claims
+// no seat itself and runs exactly the seats it is told: a seat named has
+// its mailbox opened and its wakes run; a seat no longer named has its
+// mailbox closed, and a wake for it waits, unrun here, until it is named
+// again. The hub is asked for nothing: its lease loop already decided.
+func TestPlacedRuntimeRunsOnlyTheSeatsItIsTold(t *testing.T) {
+	h := newHarness(t, modeltest.Steps(call("comment_on_work_item", map[string]any{"key": "CORE-1", "body": "x"}), done), []Tool{commentTool},
+		func(o *Options) { o.Placed = true })
+	feed := &memFeed{}
+	h.rt.opts.Feeds = []Feed{FeedOf("mem", feed.read, h.feed.Trigger)}
+	if err := h.rt.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.rt.Held(); len(got) != 0 {
+		t.Fatalf("open before any placement: %v", got)
+	}
+
+	h.rt.Place([]string{"alan", "grace"})
+	waitHeld(t, h.rt, "alan", "grace")
+	first := feed.add(t, h.store, servers.Wake{Seat: "alan", Subject: "CORE-1", By: "ada", At: time.Now()})
+	if rec := waitEnded(t, h.store, first); rec.Outcome != Delivered {
+		t.Fatalf("turn %s: %+v", first, rec)
+	}
+
+	// alan's lease is lost: its mailbox closes; grace's stays.
+	h.rt.Place([]string{"grace"})
+	waitHeld(t, h.rt, "grace")
+	lost := feed.add(t, h.store, servers.Wake{Seat: "alan", Subject: "CORE-1", By: "ada", At: time.Now()})
+	other := feed.add(t, h.store, servers.Wake{Seat: "grace", Subject: "CORE-2", By: "ada", At: time.Now()})
+	if rec := waitEnded(t, h.store, other); rec.Outcome != Delivered {
+		t.Fatalf("turn %s: %+v", other, rec)
+	}
+	if rec, found, _ := h.store.Turn(lost); found {
+		t.Fatalf("a seat this node was told it does not run ran a turn: %+v", rec)
+	}
+
+	// alan comes back (this node gained it again): the wake it missed runs.
+	h.rt.Place([]string{"alan", "grace"})
+	if rec := waitEnded(t, h.store, lost); rec.Outcome != Delivered {
+		t.Fatalf("turn %s: %+v", lost, rec)
+	}
+	h.hub.mu.Lock()
+	asked := len(h.hub.claimed)
+	h.hub.mu.Unlock()
+	if asked != 0 {
+		t.Fatalf("a placed runtime claimed or released seats itself: %v", h.hub.claimed)
 	}
 }

@@ -287,13 +287,19 @@ func partitionFleet(t *testing.T, r *fleetRig) {
 		t.Fatalf("the cut node stopped bob's child %s after the cut, after the seat moved at %s", stopped.Sub(cutAt), moved.Sub(cutAt))
 	}
 	// By the nodes' own logs (one machine, one clock): the cut node had
-	// stopped acting for bob — his children stopped — before the node now
-	// holding him claimed the lapsed lease.
+	// stopped acting for bob — his children stopped, his mailbox closed —
+	// before the node now holding him claimed the lapsed lease and opened
+	// his mailbox there.
 	newHolder := r.runsOn("bob")
 	notActing, ok1 := r.eventAt(cutNode, "seat_not_acting", "bob", cutAt)
-	claimed, ok2 := r.eventAt(newHolder, "seat_claimed", "bob", cutAt)
+	claimed, ok2 := r.eventAt(newHolder, "seat_acting", "bob", cutAt)
 	if !ok1 || !ok2 || !notActing.Before(claimed) {
 		t.Fatalf("the cut node stopped acting for bob at %v (logged %v); n%d claimed him at %v (logged %v)", notActing, ok1, newHolder, claimed, ok2)
+	}
+	shut, ok1 := r.eventAt(cutNode, "mailbox_closed", "bob", cutAt)
+	opened, ok2 := r.eventAt(newHolder, "mailbox_opened", "bob", cutAt)
+	if !ok1 || !ok2 || !shut.Before(opened) {
+		t.Fatalf("the cut node closed bob's mailbox at %v (logged %v); n%d opened it at %v (logged %v)", shut, ok1, newHolder, opened, ok2)
 	}
 	t.Logf("partition: the cut node stopped acting for bob %s after the cut; the seat moved at %s", stopped.Sub(cutAt).Round(10*time.Millisecond), moved.Sub(cutAt).Round(10*time.Millisecond))
 

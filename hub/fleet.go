@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/conc"
@@ -27,7 +28,7 @@ import (
 //     stopped at once (the node must not act for a seat it cannot prove),
 //     and started again if a renewal proves the lease again; a seat whose
 //     lease was lost is let go;
-//   - places seats, until the agent runtime claims them itself: a free
+//   - places seats: a free
 //     agent seat is claimed by the live node that hashes first for it
 //     (rendezvous hashing, so the nodes agree without talking), or by any
 //     node once it has stayed free for two heartbeats. A held seat stays
@@ -39,7 +40,10 @@ import (
 //     leases is behind.
 //
 // A node waits one and a half heartbeats after it starts before it places
-// anything, so it has heard its peers first.
+// anything, so it has heard its peers first. After each pass, whoever
+// follows the node's seats (FollowSeats: the agent runtime, which opens a
+// mailbox only for a seat named) is told the seats it acts for, when they
+// changed.
 
 // fleetRun is a hub's part in its fleet.
 type fleetRun struct {
@@ -51,12 +55,55 @@ type fleetRun struct {
 	// freeSince is when each free seat was first seen free; the loop's
 	// own.
 	freeSince map[string]time.Time
+	// follow is told the seats this node acts for (FollowSeats); poke
+	// has the loop tell a follower just set.
+	follow atomic.Pointer[func(seats []string)]
+	poke   chan struct{}
+	// told and toldTo are what the loop last told, and whom; the loop's
+	// own.
+	told   []string
+	toldTo *func(seats []string)
+}
+
+// FollowSeats has fn told, from the fleet's loop, the seats this node
+// acts for (sorted) each time they change: a seat claimed or placed here,
+// one whose lease was lost or let go, one whose proof ran out or came
+// back; and once at once with the seats as they are. fn must not block,
+// nor call back into the hub's seat API on the loop's goroutine. It
+// reports false for a node alone, where the seats do not move and fn is
+// never told anything.
+func (h *Hub) FollowSeats(fn func(seats []string)) bool {
+	if h.fleet == nil {
+		return false
+	}
+	h.fleet.follow.Store(&fn)
+	select {
+	case h.fleet.poke <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// tellSeats tells the follower the seats this node acts for, if they
+// changed since it was last told.
+func (h *Hub) tellSeats() {
+	run := h.fleet
+	fn := run.follow.Load()
+	if fn == nil {
+		return
+	}
+	seats := h.HeldSeats()
+	if fn == run.toldTo && slices.Equal(seats, run.told) {
+		return
+	}
+	run.told, run.toldTo = seats, fn
+	(*fn)(slices.Clone(seats))
 }
 
 // startFleet subscribes to the fleet's heartbeats and starts the loop.
 func (h *Hub) startFleet() error {
 	f := h.opts.Fleet
-	run := &fleetRun{f: f, peers: newPeerTable(f.Node), freeSince: map[string]time.Time{}}
+	run := &fleetRun{f: f, peers: newPeerTable(f.Node), freeSince: map[string]time.Time{}, poke: make(chan struct{}, 1)}
 	unsub, err := f.Bus.Subscribe(beatSubject+"*", func(data []byte) { run.peers.record(data, time.Now()) })
 	if err != nil {
 		return err
@@ -97,6 +144,7 @@ func (h *Hub) fleetLoop(ctx context.Context) {
 			h.publishBeat()
 			h.fleet.peers.forget(time.Now())
 		case <-f.Leases.Changed():
+		case <-h.fleet.poke:
 		case <-settle.C:
 			settled = true
 		}
@@ -104,6 +152,7 @@ func (h *Hub) fleetLoop(ctx context.Context) {
 		if settled && !f.ManualSeats {
 			h.placeSeats(ctx)
 		}
+		h.tellSeats()
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -351,5 +353,87 @@ func TestAloneNodeActsForEverySeat(t *testing.T) {
 	}
 	if v := h.fleetView(context.Background()); v.Node != "this node" || len(v.Holders) != 3 {
 		t.Fatalf("GET /fleet alone: %+v", v)
+	}
+}
+
+// follower records what a node's loop tells whoever follows its seats
+// (the agent runtime, in hub/serve).
+type follower struct {
+	mu    sync.Mutex
+	seats []string
+	told  int
+}
+
+func follow(t *testing.T, n *testNode) *follower {
+	t.Helper()
+	f := &follower{}
+	if !n.hub.FollowSeats(func(seats []string) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.seats, f.told = seats, f.told+1
+	}) {
+		t.Fatal("a node of a fleet refused a follower")
+	}
+	return f
+}
+
+func (f *follower) runs(seat string) (bool, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Contains(f.seats, seat), fmt.Sprintf("told %v (%d times)", f.seats, f.told)
+}
+
+// FLT-1: the seats a node's loop tells its follower to run are the seats
+// it acts for, as placement and the leases move them: placed here, the
+// seat is named; its proof running out, it is dropped at once (the
+// mailbox must not run turns the log would fence), and named again once
+// proved; its node stopping, the node that takes the lease names it.
+func TestFleetTellsItsFollowerTheSeatsItActsFor(t *testing.T) {
+	nodes := startTestFleet(t, false, "a", "b")
+	followers := map[*testNode]*follower{}
+	for _, n := range nodes {
+		followers[n] = follow(t, n)
+	}
+	eventually(t, 10*time.Second, "every seat placed once", func() (bool, string) { return placed(nodes) })
+	for _, n := range nodes {
+		for _, seat := range []string{"alice", "bob", "carol"} {
+			want := n.children()[seat]
+			eventually(t, 5*time.Second, n.name+" told "+seat+" as it acts", func() (bool, string) {
+				got, s := followers[n].runs(seat)
+				return got == want, s
+			})
+		}
+	}
+
+	holder := holderOf(nodes, "alice")
+	holder.lapse.Store(true)
+	eventually(t, 5*time.Second, "alice dropped while unproven", func() (bool, string) {
+		got, s := followers[holder].runs("alice")
+		return !got, s
+	})
+	holder.lapse.Store(false)
+	eventually(t, 10*time.Second, "alice named again once proved", func() (bool, string) { return followers[holder].runs("alice") })
+
+	holder.stop()
+	var other *testNode
+	for _, n := range nodes {
+		if n != holder {
+			other = n
+		}
+	}
+	eventually(t, 10*time.Second, "the other node runs alice", func() (bool, string) { return followers[other].runs("alice") })
+	eventually(t, 10*time.Second, "every seat on the other node", func() (bool, string) { return placed([]*testNode{other}) })
+}
+
+// Alone, the seats do not move and nobody is told anything.
+func TestAloneNodeRefusesAFollower(t *testing.T) {
+	h, err := New(context.Background(), Options{Company: fleetCompany(t), StartupWait: 10 * time.Second,
+		Env: func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if h.FollowSeats(func([]string) { t.Error("a node alone told its follower") }) {
+		t.Fatal("a node alone took a follower")
 	}
 }

@@ -19,9 +19,10 @@ import (
 // its children; letting it go, or failing to prove its lease, stops them,
 // ends a start in flight and disarms every retry they had due.
 //
-// This is the seam the agent runtime drives: ClaimSeat before a seat's
-// mailbox opens, ReleaseSeat when it stops running the seat. Until the
-// runtime does, a fleet's node places seats itself (see fleet.go).
+// This is the seam the agent runtime drives alone: ClaimSeat before a
+// seat's mailbox opens, ReleaseSeat when it stops running the seat. In a
+// fleet the node places seats itself (see fleet.go) and the runtime
+// follows what it acts for (FollowSeats).
 
 // seatGate says which seats this node acts for. Its lock is a leaf: it
 // calls nothing while holding it but the lease proof, which takes only its

@@ -61,10 +61,14 @@ type runtimeDeps struct {
 	env        config.Lookup
 	log        *slog.Logger
 	toolSkills []agent.ToolSkill
+	// fleet: the node is one of a fleet, whose leases place its seats.
+	fleet bool
 }
 
-// startRuntime builds the agent runtime over a started hub and claims the
-// company's agent seats.
+// startRuntime builds the agent runtime over a started hub. Alone, the
+// runtime claims the company's agent seats itself; in a fleet the hub's
+// lease loop decides which seats this node runs, and the runtime runs
+// exactly those, opening and closing mailboxes as the hub tells it.
 func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtime, error) {
 	feeds := []agent.Feed{agent.A2AFeed(d.store)}
 	if d.company.TrackerBackend() == "native" {
@@ -99,6 +103,7 @@ func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtim
 		Budget:     budget,
 		Logger:     d.log.With("component", "agent"),
 		ToolSkills: d.toolSkills,
+		Placed:     d.fleet,
 	})
 	if err != nil {
 		return nil, err
@@ -106,6 +111,9 @@ func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtim
 	if err := rt.Start(ctx); err != nil {
 		_ = rt.Close()
 		return nil, err
+	}
+	if d.fleet {
+		h.FollowSeats(rt.Place)
 	}
 	return rt, nil
 }

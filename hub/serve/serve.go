@@ -197,7 +197,8 @@ func Run(ctx context.Context, o Options) error {
 	tel.reads(h)
 	// Seats are claimed and their turns run before the node listens: a
 	// mention made the moment it answers already has a mailbox to land in.
-	rt, err := startRuntime(ctx, h, runtimeDeps{store: store, node: node, company: company, env: src.env, log: log, toolSkills: skills})
+	rt, err := startRuntime(ctx, h, runtimeDeps{store: store, node: node, company: company, env: src.env, log: log, toolSkills: skills,
+		fleet: fleet != nil})
 	if err != nil {
 		return err
 	}
