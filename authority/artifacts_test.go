@@ -119,4 +119,10 @@ func TestArtifactRoleNames(t *testing.T) {
 	if _, ok := ParseArtifactRole("admin"); ok {
 		t.Error("admin read as a role")
 	}
+	// A value past either end names itself rather than a role.
+	for r, want := range map[ArtifactRole]string{RoleOwner + 1: "role(5)", RoleNone - 1: "role(-1)"} {
+		if got := r.String(); got != want {
+			t.Errorf("ArtifactRole(%d) = %q, want %q", int(r), got, want)
+		}
+	}
 }
