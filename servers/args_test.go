@@ -94,13 +94,15 @@ func TestCheckArgumentTextCatchesEveryEncoding(t *testing.T) {
 	for _, raw := range []string{
 		`{"a":"x\u0000y"}`, `{"a":"\u001B[31m"}`, `{"a":["ok","\b"]}`, `{"n":{"deep":"\f"}}`,
 		"{\"a\":\"x\x7fy\"}", "{\"a\":\"x\u0085y\"}", `{"a":"\u007f"}`, `{"a":"\u009F"}`,
+		// Both ends of the C1 range written as such.
+		"{\"a\":\"x\u0080y\"}", "{\"a\":\"x\u009fy\"}",
 	} {
 		r := CheckArgumentText(json.RawMessage(raw))
 		if r == nil || r.Class != authority.Invalid {
 			t.Errorf("%q passed: %v", raw, r)
 		}
 	}
-	for _, raw := range []string{`{"a":"tab\tline\nbreak\r","b":"caf\u00e9 \\b \\u0000"}`, `not json`, ``, `{"a":"é"}`} {
+	for _, raw := range []string{`{"a":"tab\tline\nbreak\r","b":"caf\u00e9 \\b \\u0000"}`, `not json`, ``, `{"a":"é"}`, "{\"a\":\"no\u00a0break\"}"} {
 		if r := CheckArgumentText(json.RawMessage(raw)); r != nil {
 			t.Errorf("%q refused: %s", raw, r.Sentence)
 		}
