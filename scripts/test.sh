@@ -45,9 +45,27 @@ go test -race -count=1 -timeout 25m ./...
 # one runs without touching this script.
 echo "== fuzz"
 fuzztime=${FUZZTIME:-10s}
+fuzzlog=$(mktemp)
+trap 'rm -f "$fuzzlog"' EXIT
+# Go 1.26's fuzzing coordinator can report a bare "context deadline
+# exceeded" when -fuzztime ends while a worker is mid-call on a loaded
+# machine (go.dev/issue/75804, fixed in Go 1.27): no input is written and
+# nothing reproduces. That one shape is run again once; anything else — a
+# failing input written, a panic, a second deadline — fails the run.
+fuzz_one() {
+  local target=$1 dir=$2
+  go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$dir" >"$fuzzlog" 2>&1 && { cat "$fuzzlog"; return 0; }
+  cat "$fuzzlog"
+  if grep -q 'context deadline exceeded' "$fuzzlog" && ! grep -qE 'Failing input written|panic:' "$fuzzlog"; then
+    echo "-- $target: the fuzzing engine's deadline race (go.dev/issue/75804), no input written; once more"
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$dir"
+    return
+  fi
+  return 1
+}
 git grep -l '^func Fuzz' -- '*_test.go' | while read -r file; do
   for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file"); do
     echo "-- $target ($(dirname "$file"), $fuzztime)"
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$(dirname "$file")"
+    fuzz_one "$target" "$(dirname "$file")"
   done
 done
