@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // a2a_ask puts one question to one AI colleague over the engine's private
@@ -52,11 +53,11 @@ func applyAsk(a *servers.Apply) (any, error) {
 	cursor := fmt.Sprintf("%016x/%04d", a.Pos, a.Seq())
 	id := "ask_" + strings.ReplaceAll(cursor, "/", "_")
 	row := askRow{askPayload: p, Turn: turnKeyFor(A2AFeedName, cursor), At: a.At()}
-	if err := setJSON(a.B, kAsk+id, row); err != nil {
+	if err := state.SetJSON(a.B, kAsk+id, row); err != nil {
 		return nil, err
 	}
 	w := servers.Wake{Seat: p.To, Subject: id, By: p.From, At: a.At()}
-	if err := setJSON(a.B, kA2A+cursor, w); err != nil {
+	if err := state.SetJSON(a.B, kA2A+cursor, w); err != nil {
 		return nil, err
 	}
 	return askResult{ID: id, Turn: row.Turn}, nil
@@ -76,7 +77,7 @@ func A2AFeed(s *Store) Feed {
 		found := false
 		err := s.view(func(r pebble.Reader) error {
 			var err error
-			found, err = getJSON(r, kAsk+w.Subject, &row)
+			found, err = state.GetJSON(r, kAsk+w.Subject, &row)
 			return err
 		})
 		if err != nil || !found {

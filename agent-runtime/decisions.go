@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -48,13 +49,13 @@ func applyPaused(a *servers.Apply) (any, error) {
 		return nil, a.B.Delete([]byte(kPause+p.Seat), nil)
 	}
 	var prior SeatPause
-	found, err := getJSON(a.R, kPause+p.Seat, &prior)
+	found, err := state.GetJSON(a.R, kPause+p.Seat, &prior)
 	if err != nil || found {
 		// Paused already: the first pause's mark stands.
 		return nil, err
 	}
 	p.At = a.At()
-	return nil, setJSON(a.B, kPause+p.Seat, p)
+	return nil, state.SetJSON(a.B, kPause+p.Seat, p)
 }
 
 // Paused reads a seat's pause mark; ok false when it is not paused.
@@ -63,7 +64,7 @@ func (s *Store) Paused(seat string) (SeatPause, bool, error) {
 	var found bool
 	err := s.view(func(r pebble.Reader) error {
 		var err error
-		found, err = getJSON(r, kPause+strings.ToLower(seat), &p)
+		found, err = state.GetJSON(r, kPause+strings.ToLower(seat), &p)
 		return err
 	})
 	return p, found, err

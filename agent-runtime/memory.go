@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // A seat's memory is its own: a private diary of facts it chose to keep
@@ -41,7 +42,7 @@ func applyDiary(a *servers.Apply) (any, error) {
 		return nil, err
 	}
 	e := diaryEntry{Kind: p.Kind, Note: p.Note, At: a.At(), Turn: a.Op.Caller.TurnKey}
-	return nil, setJSON(a.B, fmt.Sprintf("%s%s/%016x.%04d", kDiary, p.Seat, a.Pos, a.Seq()), e)
+	return nil, state.SetJSON(a.B, fmt.Sprintf("%s%s/%016x.%04d", kDiary, p.Seat, a.Pos, a.Seq()), e)
 }
 
 type onboardPayload struct {
@@ -60,7 +61,7 @@ func applyOnboarded(a *servers.Apply) (any, error) {
 	if err := a.Payload(&p); err != nil {
 		return nil, err
 	}
-	return nil, setJSON(a.B, kOnb+p.Seat, onboardMark{At: a.At(), Note: p.Note, Turn: a.Op.Caller.TurnKey})
+	return nil, state.SetJSON(a.B, kOnb+p.Seat, onboardMark{At: a.At(), Note: p.Note, Turn: a.Op.Caller.TurnKey})
 }
 
 // Onboarded reports whether a seat has stamped its onboarding mark.
@@ -69,7 +70,7 @@ func (s *Store) Onboarded(seat string) bool {
 	_ = s.view(func(r pebble.Reader) error {
 		var m onboardMark
 		var err error
-		found, err = getJSON(r, kOnb+seat, &m)
+		found, err = state.GetJSON(r, kOnb+seat, &m)
 		return err
 	})
 	return found

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // Skills come in two kinds. A tool skill ships with the engine and
@@ -95,13 +96,13 @@ func applySkill(a *servers.Apply) (any, error) {
 		return nil, err
 	}
 	var s skill
-	if _, err := getJSON(a.R, kSkill+p.Seat+"/"+p.Name, &s); err != nil {
+	if _, err := state.GetJSON(a.R, kSkill+p.Seat+"/"+p.Name, &s); err != nil {
 		return nil, err
 	}
 	s.Name = p.Name
 	v := skillVersion{Version: len(s.Versions) + 1, Body: p.Body, Reason: p.Reason, At: a.At(), Turn: a.Op.Caller.TurnKey}
 	s.Versions = append(s.Versions, v)
-	return map[string]int{"version": v.Version}, setJSON(a.B, kSkill+p.Seat+"/"+p.Name, s)
+	return map[string]int{"version": v.Version}, state.SetJSON(a.B, kSkill+p.Seat+"/"+p.Name, s)
 }
 
 // ---- load_tool_skill ----
@@ -176,7 +177,7 @@ func (b *builtins) useSkill(_ context.Context, c authority.Caller, in useSkillIn
 	found := false
 	err := b.store.view(func(r pebble.Reader) error {
 		var err error
-		if found, err = getJSON(r, kSkill+c.Seat+"/"+strings.TrimSpace(in.Name), &s); err != nil || found {
+		if found, err = state.GetJSON(r, kSkill+c.Seat+"/"+strings.TrimSpace(in.Name), &s); err != nil || found {
 			return err
 		}
 		return scan(r, kSkill+c.Seat+"/", func(k string, _ []byte) error {

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -148,7 +147,7 @@ func applySpent(a *servers.Apply) (any, error) {
 	if err := a.Payload(&p); err != nil {
 		return nil, err
 	}
-	return nil, setJSON(a.B, fmt.Sprintf("%s%016x/%s", kUse, a.At().UnixMilli(), p.ID), p.spend)
+	return nil, state.SetJSON(a.B, fmt.Sprintf("%s%016x/%s", kUse, a.At().UnixMilli(), p.ID), p.spend)
 }
 
 // spent records tokens a call outside any turn spent, for the budget's
@@ -167,12 +166,12 @@ func applyOrigin(a *servers.Apply) (any, error) {
 	}
 	for feed, cursor := range feeds {
 		var prior string
-		found, err := getJSON(a.R, kOrigin+feed, &prior)
+		found, err := state.GetJSON(a.R, kOrigin+feed, &prior)
 		if err != nil {
 			return nil, err
 		}
 		if !found {
-			if err := setJSON(a.B, kOrigin+feed, cursor); err != nil {
+			if err := state.SetJSON(a.B, kOrigin+feed, cursor); err != nil {
 				return nil, err
 			}
 		}
@@ -186,18 +185,18 @@ func applyStarted(a *servers.Apply) (any, error) {
 		return nil, err
 	}
 	var prior TurnRecord
-	found, err := getJSON(a.R, kTurn+rec.Key, &prior)
+	found, err := state.GetJSON(a.R, kTurn+rec.Key, &prior)
 	if err != nil || found {
 		// A start recorded twice (a re-run's) changes nothing.
 		return nil, err
 	}
-	if err := setJSON(a.B, kTurn+rec.Key, rec); err != nil {
+	if err := state.SetJSON(a.B, kTurn+rec.Key, rec); err != nil {
 		return nil, err
 	}
 	if err := a.B.Set([]byte(kRun+rec.Seat+"/"+rec.Key), nil, nil); err != nil {
 		return nil, err
 	}
-	return nil, setJSON(a.B, kCursor+rec.Seat+"/"+rec.Feed, rec.Cursor)
+	return nil, state.SetJSON(a.B, kCursor+rec.Seat+"/"+rec.Feed, rec.Cursor)
 }
 
 func applyEnded(a *servers.Apply) (any, error) {
@@ -206,7 +205,7 @@ func applyEnded(a *servers.Apply) (any, error) {
 		return nil, err
 	}
 	var rec TurnRecord
-	found, err := getJSON(a.R, kTurn+end.Key, &rec)
+	found, err := state.GetJSON(a.R, kTurn+end.Key, &rec)
 	if err != nil {
 		return nil, err
 	}
@@ -218,17 +217,17 @@ func applyEnded(a *servers.Apply) (any, error) {
 	}
 	rec.Outcome, rec.Delivered, rec.Reason, rec.Account = end.Outcome, end.Delivered, end.Reason, end.Account
 	rec.Rounds, rec.Usage, rec.Tools, rec.Ended = end.Rounds, end.Usage, end.Tools, a.At()
-	if err := setJSON(a.B, kTurn+rec.Key, rec); err != nil {
+	if err := state.SetJSON(a.B, kTurn+rec.Key, rec); err != nil {
 		return nil, err
 	}
 	if err := a.B.Delete([]byte(kRun+rec.Seat+"/"+rec.Key), nil); err != nil {
 		return nil, err
 	}
-	if err := setJSON(a.B, fmt.Sprintf("%s%s/%016x", kEp, rec.Seat, a.Pos), rec.Key); err != nil {
+	if err := state.SetJSON(a.B, fmt.Sprintf("%s%s/%016x", kEp, rec.Seat, a.Pos), rec.Key); err != nil {
 		return nil, err
 	}
 	if rec.Usage.Total() > 0 {
-		return nil, setJSON(a.B, fmt.Sprintf("%s%016x/%s", kUse, a.At().UnixMilli(), rec.Key), spend{rec.Seat, rec.Usage.Total()})
+		return nil, state.SetJSON(a.B, fmt.Sprintf("%s%016x/%s", kUse, a.At().UnixMilli(), rec.Key), spend{rec.Seat, rec.Usage.Total()})
 	}
 	return nil, nil
 }
@@ -276,7 +275,7 @@ func (s *Store) Turn(key string) (TurnRecord, bool, error) {
 	var found bool
 	err := s.view(func(r pebble.Reader) error {
 		var err error
-		found, err = getJSON(r, kTurn+key, &rec)
+		found, err = state.GetJSON(r, kTurn+key, &rec)
 		return err
 	})
 	return rec, found, err
@@ -289,7 +288,7 @@ func (s *Store) Running(seat string) ([]TurnRecord, error) {
 	err := s.view(func(r pebble.Reader) error {
 		return scan(r, kRun+seat+"/", func(k string, _ []byte) error {
 			var rec TurnRecord
-			found, err := getJSON(r, kTurn+strings.TrimPrefix(k, kRun+seat+"/"), &rec)
+			found, err := state.GetJSON(r, kTurn+strings.TrimPrefix(k, kRun+seat+"/"), &rec)
 			if err == nil && found && rec.Running() {
 				out = append(out, rec)
 			}
@@ -308,12 +307,12 @@ func (s *Store) Cursors(seat string, feeds []string) (map[string]string, error) 
 	err := s.view(func(r pebble.Reader) error {
 		for _, f := range feeds {
 			var c string
-			found, err := getJSON(r, kCursor+seat+"/"+f, &c)
+			found, err := state.GetJSON(r, kCursor+seat+"/"+f, &c)
 			if err != nil {
 				return err
 			}
 			if !found {
-				if _, err := getJSON(r, kOrigin+f, &c); err != nil {
+				if _, err := state.GetJSON(r, kOrigin+f, &c); err != nil {
 					return err
 				}
 			}
@@ -373,7 +372,7 @@ func (s *Store) Episodes(seat string, limit int) ([]TurnRecord, error) {
 				return err
 			}
 			var rec TurnRecord
-			if found, err := getJSON(r, kTurn+key, &rec); err != nil {
+			if found, err := state.GetJSON(r, kTurn+key, &rec); err != nil {
 				return err
 			} else if found {
 				out = append(out, rec)
@@ -382,29 +381,6 @@ func (s *Store) Episodes(seat string, limit int) ([]TurnRecord, error) {
 		return nil
 	})
 	return out, err
-}
-
-func getJSON(r pebble.Reader, key string, v any) (bool, error) {
-	b, closer, err := r.Get([]byte(key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer closer.Close()
-	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("decode %q: %w", key, err)
-	}
-	return true, nil
-}
-
-func setJSON(b *pebble.Batch, key string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return b.Set([]byte(key), data, nil)
 }
 
 // scan calls fn with every key under prefix, in order.

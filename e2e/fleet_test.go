@@ -26,7 +26,7 @@ const (
 
 func TestFleetEmbedded(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a fleet of three hubs")
+		t.Skip("-short: starts a fleet of three hub processes; it runs in every full test run")
 	}
 	t.Parallel()
 	runFleet(t, newFleetRig(t, false))
@@ -34,7 +34,7 @@ func TestFleetEmbedded(t *testing.T) {
 
 func TestFleetExternalNATS(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a fleet of three hubs on three nats-servers")
+		t.Skip("-short: starts three nats-servers and three hub processes; it runs in every full test run")
 	}
 	t.Parallel()
 	runFleet(t, newFleetRig(t, true))

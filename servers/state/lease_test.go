@@ -215,7 +215,7 @@ func TestLeaseOptions(t *testing.T) {
 // holds nothing.
 func TestFleetPartition(t *testing.T) {
 	if testing.Short() {
-		t.Skip("forms a fleet and waits out a lease")
+		t.Skip("-short: forms a fleet and waits out a lease; it runs in every full test run")
 	}
 	// The lease must outlive a JetStream leader election (up to 9 s): the
 	// cut node may lead the streams the others renew through.
