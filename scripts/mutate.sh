@@ -24,13 +24,19 @@ cd "$(dirname "$0")/.."
 RULE_PACKAGES=(
 	authority                # principals, tokens, the refusal classes
 	servers                  # the servers kit: hints, the tool table, refusals, fences, the write path
-	servers/state            # the op_id, the op ledger and the projection
+	servers/state:opid.go,node.go,project.go,rows.go  # the op_id, the op ledger, turn memory, the projection
 	servers/upstream/launch  # ${VAR} resolution, optional keys, the child env, the restart schedule
 	hub/sanitize             # control characters, redaction, binary
 	hub/config               # checking a company document
 	hub/secrets              # the sealed secret store
 	hub:catalogue.go         # the catalogue and a seat's resolution order
 )
+
+# Packages whose full tests also form fleets of nodes and wait out leases
+# (a minute a run): their mutants are tested with -short, which leaves
+# those out. The files mutated there hold no fleet code; the fleet tests
+# run in every full test run.
+SHORT_PACKAGES=(servers/state)
 
 GREMLINS_VERSION=v0.6.0
 timeout_per_package=${MUTATE_TIMEOUT:-40m}
@@ -92,11 +98,15 @@ for spec in "${packages[@]}"; do
 			fi
 		done
 	fi
-	echo "== $spec (bound $timeout_per_package)"
+	goflags=${GOFLAGS:-}
+	if [[ " ${SHORT_PACKAGES[*]} " == *" $dir "* ]]; then
+		goflags="$goflags -short"
+	fi
+	echo "== $spec (bound $timeout_per_package${goflags:+, GOFLAGS=$goflags})"
 	out="$work/$(echo "$spec" | tr '/:,' '___').json"
 	log="$work/$(echo "$spec" | tr '/:,' '___').log"
 	set +e
-	(cd "$work/module" && timeout "$timeout_per_package" "$gremlins" unleash "./$dir" \
+	(cd "$work/module" && GOFLAGS="$goflags" timeout "$timeout_per_package" "$gremlins" unleash "./$dir" \
 		--workers "$workers" --timeout-coefficient 30 "${excludes[@]}" -o "$out") >"$log" 2>&1
 	rc=$?
 	set -e

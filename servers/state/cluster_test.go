@@ -103,6 +103,9 @@ func (f *fleetNode) close() {
 // One fleet of three nodes for every test that does not break it (a fleet
 // takes seconds to form: its nodes elect a leader).
 func TestFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: forms a fleet of three nodes (about 20 s); it runs in every full test run")
+	}
 	nodes := startFleet(t, 3, nil)
 	t.Run("SharesOneLog", func(t *testing.T) { testSharesOneLog(t, nodes) })
 	t.Run("FinishesAnOperationThroughAnotherNode", func(t *testing.T) { testFinishThroughAnotherNode(t, nodes) })
