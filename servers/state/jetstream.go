@@ -63,6 +63,9 @@ type JetStreamLog struct {
 	// still being replicated, which would turn a seat's own parallel
 	// writes into refusals.
 	fences keyedMutex
+	// group lets concurrent appends share an fsync; nil where every
+	// message is stored on its own (a fleet, an operator's NATS).
+	group *appendGroup
 
 	mu     sync.Mutex
 	closed bool
@@ -104,6 +107,12 @@ type logConfig struct {
 
 func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 	l := &JetStreamLog{done: make(chan struct{}), replicas: max(c.replicas, 1)}
+	if c.server != nil && l.replicas == 1 {
+		// Only a single node's embedded server: a fleet's stream already
+		// syncs once per replicated batch, and an operator's server may
+		// predate atomic batches.
+		l.group = newAppendGroup()
+	}
 	var err error
 	if c.server != nil {
 		if l.ns, err = server.NewServer(c.server); err != nil {
@@ -155,6 +164,8 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 			Duplicates: dupWindow,
 			MaxMsgSize: 8 << 20,
 			Replicas:   l.replicas,
+			// Grouped appends travel as atomic batches.
+			AllowAtomicPublish: l.group != nil,
 		})
 		return err
 	})
@@ -234,7 +245,8 @@ func transient(err error) bool {
 }
 
 // Append publishes msgs without waiting between them, then waits for every
-// acknowledgement.
+// acknowledgement. A single operation on a single node's log may share its
+// fsync with others appended at the same moment (see appendGroup).
 func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, error) {
 	l.mu.Lock()
 	closed := l.closed
@@ -247,10 +259,19 @@ func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, er
 		// hear the outcome of.
 		return nil, fmt.Errorf("%w: %w", ErrNotAppended, err)
 	}
-	stall := 5 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		stall = max(time.Until(dl), time.Millisecond)
+	if l.group != nil && len(msgs) == 1 && groupable(msgs[0]) {
+		pos, err := l.appendGrouped(ctx, msgs[0])
+		if err != nil {
+			return nil, err
+		}
+		return []uint64{pos}, nil
 	}
+	return l.publish(ctx, msgs)
+}
+
+// publish sends msgs one by one, each stored and fsynced on its own.
+func (l *JetStreamLog) publish(ctx context.Context, msgs []Message) ([]uint64, error) {
+	stall := stallWait(ctx)
 	var seats []string
 	for _, m := range msgs {
 		if m.Fence != nil {
@@ -261,21 +282,7 @@ func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, er
 	defer unlock()
 	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
 	for _, m := range msgs {
-		subject := streamSubject
-		if m.Claim != "" {
-			subject = claimSubject(m.Claim)
-		}
-		msg := &nats.Msg{Subject: subject, Data: m.Data, Header: nats.Header{}}
-		opts := []jetstream.PublishOpt{jetstream.WithStallWait(stall)}
-		if m.ID != "" {
-			opts = append(opts, jetstream.WithMsgID(m.ID))
-		}
-		if m.Fence != nil {
-			// The server stores the message only if the newest entry under
-			// the seat's claim key is still the claim the writer holds.
-			opts = append(opts, jetstream.WithExpectLastSequenceForSubject(m.Fence.Claim, claimSubject(m.Fence.Seat)))
-		}
-		f, err := l.js.PublishMsgAsync(msg, opts...)
+		f, err := l.send(m, stall)
 		if err != nil {
 			// The client refused before sending (window full past the stall
 			// wait, connection closed): this message did not leave. Earlier
@@ -289,27 +296,68 @@ func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, er
 	}
 	positions := make([]uint64, len(futures))
 	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			positions[i] = ack.Sequence
-		case err := <-f.Err():
-			var apiErr *jetstream.APIError
-			if i == 0 && errors.As(err, &apiErr) {
-				// The server answered, and its answer was no: not stored.
-				if fenceRefused(apiErr) && msgs[0].Fence != nil {
-					return nil, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
-				}
-				return nil, fmt.Errorf("%w: %w", ErrNotAppended, err)
-			}
+		// The server's no to the first message means nothing was stored;
+		// to a later one, that the earlier ones may have been.
+		pos, err := l.await(ctx, f, msgs[i], i == 0)
+		if err != nil {
 			return nil, err
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-l.done:
-			// Sent, and maybe stored, but nobody is left to say.
-			return nil, ErrLogClosed
 		}
+		positions[i] = pos
 	}
 	return positions, nil
+}
+
+// stallWait is how long a send may wait for room in the window of
+// unacknowledged appends: as long as whoever asked still waits.
+func stallWait(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Millisecond)
+	}
+	return 5 * time.Second
+}
+
+// send publishes m without waiting for its acknowledgement.
+func (l *JetStreamLog) send(m Message, stall time.Duration) (jetstream.PubAckFuture, error) {
+	subject := streamSubject
+	if m.Claim != "" {
+		subject = claimSubject(m.Claim)
+	}
+	msg := &nats.Msg{Subject: subject, Data: m.Data, Header: nats.Header{}}
+	opts := []jetstream.PublishOpt{jetstream.WithStallWait(stall)}
+	if m.ID != "" {
+		opts = append(opts, jetstream.WithMsgID(m.ID))
+	}
+	if m.Fence != nil {
+		// The server stores the message only if the newest entry under
+		// the seat's claim key is still the claim the writer holds.
+		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(m.Fence.Claim, claimSubject(m.Fence.Seat)))
+	}
+	return l.js.PublishMsgAsync(msg, opts...)
+}
+
+// await waits for m's acknowledgement. refusalKnown says the server's no
+// means m was not stored (ErrNotAppended); otherwise it is an unknown
+// outcome.
+func (l *JetStreamLog) await(ctx context.Context, f jetstream.PubAckFuture, m Message, refusalKnown bool) (uint64, error) {
+	select {
+	case ack := <-f.Ok():
+		return ack.Sequence, nil
+	case err := <-f.Err():
+		var apiErr *jetstream.APIError
+		if refusalKnown && errors.As(err, &apiErr) {
+			// The server answered, and its answer was no: not stored.
+			if fenceRefused(apiErr) && m.Fence != nil {
+				return 0, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
+			}
+			return 0, fmt.Errorf("%w: %w", ErrNotAppended, err)
+		}
+		return 0, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-l.done:
+		// Sent, and maybe stored, but nobody is left to say.
+		return 0, ErrLogClosed
+	}
 }
 
 // Last is the stream's last sequence.

@@ -1,0 +1,244 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sourcegraph/conc"
+)
+
+// holdGroup makes the log's group look busy with an append in flight, so
+// appends queue behind it. The returned release waits until n appends are
+// queued, runs then (if not nil) and hands them the lead, as a finished
+// append would.
+func holdGroup(t *testing.T, l *JetStreamLog) (release func(n int, then func())) {
+	t.Helper()
+	g := l.group
+	if g == nil {
+		t.Fatal("a single node's log groups its appends")
+	}
+	g.mu.Lock()
+	g.busy = true
+	g.mu.Unlock()
+	return func(n int, then func()) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			g.mu.Lock()
+			if len(g.waiting) == n {
+				if then != nil {
+					then()
+				}
+				g.waiting[0].done <- groupedResult{lead: true}
+				g.mu.Unlock()
+				return
+			}
+			queued := len(g.waiting)
+			g.mu.Unlock()
+			if time.Now().After(deadline) {
+				t.Fatalf("%d appends queued, want %d", queued, n)
+			}
+			time.Sleep(time.Millisecond) // polling the queue, with a deadline
+		}
+	}
+}
+
+func openLog(t *testing.T) *JetStreamLog {
+	t.Helper()
+	l, err := OpenJetStream(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// entries reads the log's first n entries.
+func entries(t *testing.T, l *JetStreamLog, n int) map[uint64]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := map[uint64]string{}
+	done := errors.New("read enough")
+	err := l.Follow(ctx, 1, func(e Entry) error {
+		got[e.Position] = string(e.Data)
+		if len(got) == n {
+			return done
+		}
+		return nil
+	})
+	if !errors.Is(err, done) {
+		t.Fatalf("reading the log: %v (read %d of %d)", err, len(got), n)
+	}
+	return got
+}
+
+type appended struct {
+	pos uint64
+	err error
+}
+
+// appendAll appends msgs at once, each from its own goroutine, and answers
+// each one's outcome.
+func appendAll(ctxs []context.Context, l *JetStreamLog, msgs []Message) []appended {
+	out := make([]appended, len(msgs))
+	var wg conc.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() {
+			pos, err := l.Append(ctxs[i], []Message{m})
+			if err == nil && len(pos) != 1 {
+				err = fmt.Errorf("%d positions for one message", len(pos))
+			}
+			if err == nil {
+				out[i].pos = pos[0]
+			}
+			out[i].err = err
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func messages(n int, prefix string) []Message {
+	msgs := make([]Message, n)
+	for i := range msgs {
+		msgs[i] = Message{ID: fmt.Sprintf("%s-%d", prefix, i), Data: []byte(fmt.Sprintf("%s data %d", prefix, i))}
+	}
+	return msgs
+}
+
+func background(n int) []context.Context {
+	ctxs := make([]context.Context, n)
+	for i := range ctxs {
+		ctxs[i] = context.Background()
+	}
+	return ctxs
+}
+
+// Appends that queue behind one in flight go as one batch, stored with one
+// fsync, each message at a position of its own holding exactly its bytes.
+func TestAppendsArrivingTogetherShareABatch(t *testing.T) {
+	l := openLog(t)
+	release := holdGroup(t, l)
+	const n = 40
+	msgs := messages(n, "op")
+	res := make(chan []appended, 1)
+	go func() { res <- appendAll(background(n), l, msgs) }()
+	release(n, nil)
+	out := <-res
+	if got := l.group.stored.Load(); got != 1 {
+		t.Fatalf("%d batches stored, want the %d appends as one", got, n)
+	}
+	stored := entries(t, l, n)
+	var positions []int
+	for i, a := range out {
+		if a.err != nil {
+			t.Fatalf("append %d: %v", i, a.err)
+		}
+		if stored[a.pos] != string(msgs[i].Data) {
+			t.Fatalf("append %d answered position %d, which holds %q", i, a.pos, stored[a.pos])
+		}
+		positions = append(positions, int(a.pos))
+	}
+	sort.Ints(positions)
+	for i, p := range positions {
+		if p != i+1 {
+			t.Fatalf("positions %v, want 1..%d each once", positions, n)
+		}
+	}
+	// Each message kept its own id in the duplicate window.
+	again, err := l.Append(context.Background(), []Message{{ID: msgs[7].ID, Data: []byte("again")}})
+	if err != nil || again[0] != out[7].pos {
+		t.Fatalf("the same id again: %v %v, want position %d", again, err, out[7].pos)
+	}
+}
+
+// A queue too short to pay for a batch goes one message at a time.
+func TestFewAppendsGoOneByOne(t *testing.T) {
+	l := openLog(t)
+	release := holdGroup(t, l)
+	const n = minGroup - 1
+	res := make(chan []appended, 1)
+	go func() { res <- appendAll(background(n), l, messages(n, "few")) }()
+	release(n, nil)
+	for i, a := range <-res {
+		if a.err != nil {
+			t.Fatalf("append %d: %v", i, a.err)
+		}
+	}
+	if got := l.group.stored.Load(); got != 0 {
+		t.Fatalf("%d batches for %d appends", got, n)
+	}
+	if len(entries(t, l, n)) != n {
+		t.Fatal("not every append was stored")
+	}
+}
+
+// One message already in the log fails its batch whole (atomic: none of it
+// stored); every message then goes on its own, the repeated one answered
+// with the position it already has, and nothing is stored twice.
+func TestBatchWithARepeatedIDFallsBackOneByOne(t *testing.T) {
+	l := openLog(t)
+	first, err := l.Append(context.Background(), []Message{{ID: "op-dup", Data: []byte("first")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdGroup(t, l)
+	const n = 30
+	msgs := messages(n, "op")
+	msgs[12] = Message{ID: "op-dup", Data: []byte("second")}
+	res := make(chan []appended, 1)
+	go func() { res <- appendAll(background(n), l, msgs) }()
+	release(n, nil)
+	out := <-res
+	if l.group.stored.Load() != 0 {
+		t.Fatal("a batch holding a repeated id was stored")
+	}
+	if out[12].err != nil || out[12].pos != first[0] {
+		t.Fatalf("the repeated id: %+v, want position %d", out[12], first[0])
+	}
+	stored := entries(t, l, n) // the first append and the 29 new ones
+	if _, extra := stored[uint64(n+1)]; extra {
+		t.Fatal("the repeated id was stored again")
+	}
+	for i, a := range out {
+		if i == 12 {
+			continue
+		}
+		if a.err != nil || stored[a.pos] != string(msgs[i].Data) {
+			t.Fatalf("append %d: %+v holds %q", i, a, stored[a.pos])
+		}
+	}
+}
+
+// A caller that gave up while queued is told nothing was appended, and
+// nothing of its is; the rest of its batch is stored.
+func TestQueuedCallerThatLeftIsNotAppended(t *testing.T) {
+	l := openLog(t)
+	release := holdGroup(t, l)
+	const n = 30
+	msgs := messages(n, "op")
+	ctxs := background(n)
+	leaving, leave := context.WithCancel(context.Background())
+	ctxs[3] = leaving
+	res := make(chan []appended, 1)
+	go func() { res <- appendAll(ctxs, l, msgs) }()
+	release(n, leave)
+	out := <-res
+	if !errors.Is(out[3].err, ErrNotAppended) {
+		t.Fatalf("the caller that left: %+v, want nothing appended", out[3])
+	}
+	if l.group.stored.Load() != 1 {
+		t.Fatal("the others did not go as a batch")
+	}
+	stored := entries(t, l, n-1)
+	for _, data := range stored {
+		if data == string(msgs[3].Data) {
+			t.Fatal("the message of the caller that left was stored")
+		}
+	}
+}
