@@ -228,3 +228,14 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A follower whose reading of the log fails resumes from the last position
+// it applied: the write it was reading lands, and is answered applied.
+func TestFollowerResumesAfterALostDelivery(t *testing.T) {
+	n, log := openFaulty(t)
+	log.Set(func(f *statetest.Faults) { f.BreakFollow = 1 })
+	a, err := n.Write(context.Background(), state.NoteOp("write_note", state.NotePayload{Key: "k", Value: "v"}))
+	if err != nil || a.Outcome != state.Applied {
+		t.Fatalf("answer %+v %v; want applied once the follower resumed", a, err)
+	}
+}

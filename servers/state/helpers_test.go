@@ -40,6 +40,10 @@ type notePayload struct {
 	Panic    bool   `json:"panic,omitempty"`
 	Fail     bool   `json:"fail,omitempty"`
 	Reserved bool   `json:"reserved,omitempty"`
+	// Raw names a key the projector writes as it is, beside its note.
+	Raw string `json:"raw,omitempty"`
+	// NoResult: the projector answers no result at all.
+	NoResult bool `json:"no_result,omitempty"`
 	// Hold and Free name blobs the note refers to from now on, and no
 	// longer.
 	Hold string `json:"hold,omitempty"`
@@ -76,6 +80,11 @@ func (p notes) Apply(b *pebble.Batch, r pebble.Reader, pos uint64, op Op) (json.
 			return nil, err
 		}
 	}
+	if pl.Raw != "" {
+		if err := b.Set([]byte(pl.Raw), []byte(pl.Value), nil); err != nil {
+			return nil, err
+		}
+	}
 	if pl.Hold != "" {
 		if err := HoldBlob(b, pl.Hold); err != nil {
 			return nil, err
@@ -89,6 +98,9 @@ func (p notes) Apply(b *pebble.Batch, r pebble.Reader, pos uint64, op Op) (json.
 	count := readCount(r, pl.Key) + 1
 	if err := b.Set([]byte("count/"+pl.Key), u64(count), nil); err != nil {
 		return nil, err
+	}
+	if pl.NoResult {
+		return nil, nil
 	}
 	return json.Marshal(map[string]any{"key": pl.Key, "writes": count, "pos": pos, "by": op.Caller.Seat})
 }

@@ -197,6 +197,96 @@ func TestProjectorFailureRecorded(t *testing.T) {
 	}
 }
 
+// A projector's keys may start anywhere from "\x01" on (everything below
+// is the node's own), and a projector may answer no result at all.
+func TestProjectorKeyRangeAndEmptyResult(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := context.Background()
+	a, err := n.Write(ctx, noteOp("write_note", notePayload{Key: "lowest", Value: "v", Raw: "\x01"}))
+	if err != nil || a.Refusal != nil {
+		t.Fatalf("a key at the bottom of the projector's range: %+v %v", a, err)
+	}
+	_, err = n.Write(ctx, noteOp("write_note", notePayload{Key: "below", Value: "v", Raw: "\x00\xff"}))
+	asRefusal(t, err, authority.InternalError)
+	a, err = n.Write(ctx, noteOp("write_note", notePayload{Key: "quiet", Value: "v", NoResult: true}))
+	if err != nil || a.Outcome != Applied || a.Refusal != nil || a.Result != nil {
+		t.Fatalf("a projector answering no result: %+v %v", a, err)
+	}
+	if v, _, _ := readNote(t, n, "quiet"); v != "v" {
+		t.Fatalf("its writes: %q", v)
+	}
+}
+
+// A write returns once its own position is applied, not once every write
+// queued beside it is: the waiters are woken lowest position first.
+func TestWriteReturnsWhenItsOwnPositionApplies(t *testing.T) {
+	gate := make(chan struct{})
+	n := openNode(t, t.TempDir(), func(o *Options) {
+		o.Projectors = []Projector{notes{gate: gate}}
+		o.ProjectionWait = 5 * time.Second
+	})
+	// Registered after the node's own cleanup, so run before it: a failing
+	// test must not leave the projection stuck at the gate.
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open)
+	answers := make(chan Answer, 2)
+	write := func(key string) {
+		a, err := n.Write(context.Background(), noteOp("write_note", notePayload{Key: key, Value: "v"}))
+		if err != nil {
+			t.Error(err)
+		}
+		answers <- a
+	}
+	go write("first")
+	waitWaiters(t, n, 1)
+	go write("second")
+	waitWaiters(t, n, 2)
+	gate <- struct{}{} // the projection applies position 1 only
+	if a := <-answers; a.Outcome != Applied || a.Position != 1 {
+		t.Fatalf("the write at position 1 answered %+v once it was applied", a)
+	}
+	open()
+	if a := <-answers; a.Outcome != Applied || a.Position != 2 {
+		t.Fatalf("the write at position 2: %+v", a)
+	}
+}
+
+// waitWaiters waits until n writes wait for the projection.
+func waitWaiters(t *testing.T, n *Node, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n.mu.Lock()
+		got := n.waiters.Len()
+		n.mu.Unlock()
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d writes wait for the projection, want %d", got, want)
+		}
+		time.Sleep(time.Millisecond) // polling the waiters, with a deadline
+	}
+}
+
+// An operation minted before others landed, and sent after them (a slower
+// caller), lands: only a gap in the log moves the ledger's horizon.
+func TestOperationMintedBeforeLaterWritesLands(t *testing.T) {
+	n := openNode(t, t.TempDir())
+	ctx := context.Background()
+	slow := noteOp("write_note", notePayload{Key: "slow", Value: "v"})
+	slow.ID = DeriveOpID("test", time.Now().Add(-time.Minute), slow.Tool, slow.Args)
+	for _, k := range []string{"a", "b"} {
+		if _, err := n.Write(ctx, noteOp("write_note", notePayload{Key: k, Value: "v"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := n.Write(ctx, slow)
+	if err != nil || a.Outcome != Applied {
+		t.Fatalf("answer %+v %v", a, err)
+	}
+}
+
 // A write the projection has not reached within ProjectionWait answers
 // pending with the position it is durable at; the ledger later vouches for
 // it as applied.
@@ -241,7 +331,11 @@ func TestLedgerCannotVouchPastItsHorizon(t *testing.T) {
 	// Minted before the loss, never written.
 	never := noteOp("write_note", notePayload{Key: "never", Value: "v"})
 	never.ID = DeriveOpID("test", minted.Add(time.Second), never.Tool, never.Args)
-	last, err := n.Write(ctx, noteOp("write_note", notePayload{Key: "k3", Value: "v"}))
+	// The first write after the loss is stamped at a stated instant too:
+	// the horizon is when it was asked for, not when the gap was found.
+	k3 := noteOp("write_note", notePayload{Key: "k3", Value: "v"})
+	k3.At = minted.Add(30 * time.Second).UTC()
+	last, err := n.Write(ctx, k3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,11 +368,27 @@ func TestLedgerCannotVouchPastItsHorizon(t *testing.T) {
 	if a, ok := n.Vouches(NewOpID("t", nil)); !ok || a.Outcome != "" {
 		t.Fatalf("a fresh op_id: %+v, %v; want vouched as not landed", a, ok)
 	}
+	// Minted at the horizon's very millisecond or after it: vouched for.
+	for _, at := range []time.Time{k3.At, k3.At.Add(10 * time.Second)} {
+		id := DeriveOpID("test", at, "write_note", nil)
+		if a, ok := n.Vouches(id); !ok || a.Outcome != "" {
+			t.Fatalf("an op_id minted at %v, horizon %v: %+v, %v; want vouched as not landed", at, k3.At, a, ok)
+		}
+	}
 	before := logMsgs(t, n)
 	a, err := n.Write(ctx, never)
 	asUnknown(t, err, never.ID, true)
 	if a.Outcome != Unknown || a.Position != 0 || logMsgs(t, n) != before {
 		t.Fatalf("answer %+v; log %d→%d", a, before, logMsgs(t, n))
+	}
+	// The horizon is kept with the projection: reopened, the node still
+	// cannot vouch for what the lost part of the log may have held.
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = openNode(t, dir)
+	if _, ok := n.Vouches(old.ID); ok {
+		t.Fatal("reopened, the ledger vouches for an operation from the lost part of the log")
 	}
 }
 

@@ -39,6 +39,10 @@ type Faults struct {
 	// StripIDs: appends carry no dedupe id, as if past the log's duplicate
 	// window.
 	StripIDs bool
+	// BreakFollow: the follower's reading of the log fails at the next n
+	// entries, before it delivers them, as when a delivery is lost on
+	// the way.
+	BreakFollow int
 }
 
 // FaultLog wraps a real log and breaks it in the ways Set asks for.
@@ -122,7 +126,14 @@ func (l *FaultLog) Follow(ctx context.Context, from uint64, deliver func(state.E
 	return l.Log.Follow(ctx, from, func(e state.Entry) error {
 		l.mu.Lock()
 		skip, held := l.hidden[e.Position], l.held
+		broken := l.f.BreakFollow > 0
+		if broken {
+			l.f.BreakFollow--
+		}
 		l.mu.Unlock()
+		if broken {
+			return fmt.Errorf("injected: delivery of position %d lost", e.Position)
+		}
 		if held != nil {
 			select {
 			case <-held:
