@@ -66,10 +66,8 @@ func (d *Direct) Call(ctx context.Context, caller authority.Caller, name string,
 		return nil, false, nil
 	}
 	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: name, Arguments: args, Meta: CallerMeta(caller, d.proof)}}
+	// Every kit handler answers with content (a result or a refusal), so
+	// there is nothing to fill in that the SDK would have.
 	res, err = h(ctx, req)
-	if err == nil && res != nil && res.Content == nil {
-		// As the SDK answers a result without content.
-		res.Content = []mcp.Content{}
-	}
 	return res, true, err
 }

@@ -50,3 +50,25 @@ func TestHintsOverrideEachHint(t *testing.T) {
 		}
 	}
 }
+
+// CAT-7: the protocol's annotations state a yes as true and a no as false;
+// an unknown destructive or open-world hint is left out, and an unknown
+// read-only or idempotent one can only be false.
+func TestAnnotationsStateEachHint(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		h                      Hints
+		readOnly, idempotent   bool
+		destructive, openWorld *bool
+	}{
+		{Hints{ReadOnly: Yes, Idempotent: Yes, Destructive: Yes, OpenWorld: Yes}, true, true, &yes, &yes},
+		{Hints{ReadOnly: No, Idempotent: No, Destructive: No, OpenWorld: No}, false, false, &no, &no},
+		{Hints{}, false, false, nil, nil},
+	} {
+		a := Annotations(tc.h)
+		same := func(got, want *bool) bool { return (got == nil) == (want == nil) && (got == nil || *got == *want) }
+		if a.ReadOnlyHint != tc.readOnly || a.IdempotentHint != tc.idempotent || !same(a.DestructiveHint, tc.destructive) || !same(a.OpenWorldHint, tc.openWorld) {
+			t.Errorf("%+v annotated as %+v", tc.h, a)
+		}
+	}
+}

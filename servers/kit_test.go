@@ -1,9 +1,12 @@
 package servers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/crewlet/hub/authority"
@@ -109,6 +112,31 @@ func TestTypedToolOutcomes(t *testing.T) {
 				t.Fatalf("internal_error sentence %q leaks or varies", text)
 			}
 		})
+	}
+}
+
+// A tool's own failure is logged for the operator, with what failed; a
+// refusal the tool meant (not found, say) is the caller's answer, not a
+// failure, and is not.
+func TestOnlyInternalFailuresAreLogged(t *testing.T) {
+	var logged bytes.Buffer
+	trust, direct := InProcess()
+	Register(mcp.NewServer(&mcp.Implementation{Name: "kit-test", Version: "0"}, nil), trust,
+		slog.New(slog.NewJSONHandler(&logged, nil)), echoTool())
+	call := func(args string) {
+		t.Helper()
+		if _, ok, err := direct.Call(context.Background(), ada, "echo", json.RawMessage(args)); !ok || err != nil {
+			t.Fatalf("%s: %v %v", args, ok, err)
+		}
+	}
+	call(`{"text":"zed","mode":"missing"}`)
+	call(`{"text":"hi"}`)
+	if logged.Len() != 0 {
+		t.Fatalf("a refusal and a success were logged: %s", logged.String())
+	}
+	call(`{"text":"x","mode":"broken"}`)
+	if got := logged.String(); !strings.Contains(got, `"msg":"tool_failed"`) || !strings.Contains(got, "disk read failed") {
+		t.Fatalf("the tool's failure was not logged with its cause: %q", got)
 	}
 }
 

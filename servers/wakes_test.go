@@ -34,6 +34,14 @@ func TestWakesFeed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A page holds what was asked for, and a limit of 0 asks for the
+	// default page (every row here).
+	if page, err := servers.Wakes(node, "t/wake/", "", 2); err != nil || len(page) != 2 {
+		t.Fatalf("a page of 2: %d rows, %v", len(page), err)
+	}
+	if page, err := servers.Wakes(node, "t/wake/", "", 0); err != nil || len(page) != 3 {
+		t.Fatalf("the default page: %d rows, %v", len(page), err)
+	}
 	var got []string
 	after := ""
 	for {
