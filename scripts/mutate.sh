@@ -11,6 +11,9 @@
 # Environment:
 #   MUTATE_TIMEOUT        bound on one package's whole run (default 40m)
 #   MUTATE_WORKERS        mutants tested at once (default 1: a shared machine)
+#   MUTATE_COEFFICIENT    a mutant's test run is bounded at this many times
+#                         the unmutated run (default 30; lower it on a quiet
+#                         machine, where a mutant that loops is cut sooner)
 #   MUTATE_MIN_EFFICACY   exit 1 if a package scores below this (default 90)
 #   MUTATE_KEEP=1         keep the work directory (gremlins' JSON results)
 set -euo pipefail
@@ -41,6 +44,7 @@ SHORT_PACKAGES=(servers/state)
 GREMLINS_VERSION=v0.6.0
 timeout_per_package=${MUTATE_TIMEOUT:-40m}
 workers=${MUTATE_WORKERS:-1}
+coefficient=${MUTATE_COEFFICIENT:-30}
 min_efficacy=${MUTATE_MIN_EFFICACY:-90}
 
 # gremlins, at its pinned version, built once into the build cache's
@@ -82,7 +86,7 @@ for spec in "${packages[@]}"; do
 		status=1
 		continue
 	fi
-	# A mutant's test run is bounded at 30 times the unmutated run, which
+	# A mutant's test run is bounded at $coefficient times the unmutated run, which
 	# gremlins times with a warm build cache; each mutant is compiled
 	# afresh, which on a busy machine takes many times longer, and a bound
 	# too tight reports mutants as timed out that a test would have killed.
@@ -107,7 +111,7 @@ for spec in "${packages[@]}"; do
 	log="$work/$(echo "$spec" | tr '/:,' '___').log"
 	set +e
 	(cd "$work/module" && GOFLAGS="$goflags" timeout "$timeout_per_package" "$gremlins" unleash "./$dir" \
-		--workers "$workers" --timeout-coefficient 30 "${excludes[@]}" -o "$out") >"$log" 2>&1
+		--workers "$workers" --timeout-coefficient "$coefficient" "${excludes[@]}" -o "$out") >"$log" 2>&1
 	rc=$?
 	set -e
 	# Lived mutants are the ones to look at: each is a change to the code
