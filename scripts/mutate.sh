@@ -86,7 +86,7 @@ for spec in "${packages[@]}"; do
 		status=1
 		continue
 	fi
-	# A mutant's test run is bounded at $coefficient times the unmutated run, which
+	# A mutant's test run is bounded at MUTATE_COEFFICIENT times the unmutated run, which
 	# gremlins times with a warm build cache; each mutant is compiled
 	# afresh, which on a busy machine takes many times longer, and a bound
 	# too tight reports mutants as timed out that a test would have killed.
