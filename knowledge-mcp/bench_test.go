@@ -1,12 +1,13 @@
 package knowledge
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/crewlet/hub/servers/search/searchtest"
 )
 
 // BenchmarkWritePage measures durable page writes per second through the
@@ -29,15 +30,7 @@ func BenchmarkWritePage(b *testing.B) {
 						"body": fmt.Sprintf("How to restart the %d-th replica of the ledger when its disk fills.", i)})
 				}
 			})
-			applied := time.Since(start)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			if err := h.ix.WaitFor(ctx, h.node.Position()); err != nil {
-				b.Fatal(err)
-			}
-			searchable := time.Since(start)
-			b.ReportMetric(float64(b.N)/applied.Seconds(), "pages/s")
-			b.ReportMetric(float64(b.N)/searchable.Seconds(), "searchable/s")
+			searchtest.ReportWriteRates(b, start, "pages/s", h.node.Position(), h.ix)
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -177,7 +178,7 @@ func BenchmarkCreateWorkItem(b *testing.B) {
 					h.ok(ada, "create_work_item", map[string]any{"title": fmt.Sprintf("Bench item %d", i), "project": "CORE", "assignee": "alan"})
 				}
 			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
+			searchtest.ReportWriteRates(b, start, "creates/s", h.node.Position(), h.ix)
 		})
 	}
 }
@@ -185,20 +186,24 @@ func BenchmarkCreateWorkItem(b *testing.B) {
 // BenchmarkCreateWorkItemDirect is the same create without the MCP hop, to
 // tell the transport's share from the write path's.
 func BenchmarkCreateWorkItemDirect(b *testing.B) {
-	h := newHarness(b)
-	s := newSrv(Deps{Node: h.node, Directory: testDirectory})
-	var seq atomic.Int64
-	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			i := seq.Add(1)
-			if _, err := s.createWorkItem(context.Background(), ada, createIn{Title: fmt.Sprintf("Bench item %d", i), Project: "CORE", Assignee: "alan"}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
+	for _, callers := range []int{16, 64} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			h := newHarness(b)
+			s := newSrv(Deps{Node: h.node, Directory: testDirectory})
+			var seq atomic.Int64
+			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := seq.Add(1)
+					if _, err := s.createWorkItem(context.Background(), ada, createIn{Title: fmt.Sprintf("Bench item %d", i), Project: "CORE", Assignee: "alan"}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			searchtest.ReportWriteRates(b, start, "creates/s", h.node.Position(), h.ix)
+		})
+	}
 }
