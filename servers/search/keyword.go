@@ -19,6 +19,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/registry"
+	bsearch "github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/highlight"
 	"github.com/blevesearch/bleve/v2/search/highlight/format/plain"
 	simplefrag "github.com/blevesearch/bleve/v2/search/highlight/fragmenter/simple"
@@ -438,24 +439,46 @@ func (ix *Index) searchKeyword(ctx context.Context, text, scope string, size, ne
 }
 
 // runKeyword runs one bleve query, highlighting the hits, leaving out the
-// ids in skip.
+// ids in skip. The ranking runs without highlighting: a highlighted search
+// reads the position of every matched word in every matching document,
+// which costs most when most documents match; only the hits kept are then
+// read again, with their fragments.
 func (ix *Index) runKeyword(ctx context.Context, q query.Query, size int, skip map[string]bool) ([]keywordHit, error) {
-	req := bleve.NewSearchRequestOptions(q, size+len(skip), 0, false)
+	ranked, err := ix.bleve.SearchInContext(ctx, bleve.NewSearchRequestOptions(q, size+len(skip), 0, false))
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, h := range ranked.Hits {
+		if !skip[h.ID] {
+			ids = append(ids, h.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	req := bleve.NewSearchRequestOptions(bleve.NewConjunctionQuery(bleve.NewDocIDQuery(ids), q), len(ids), 0, false)
 	req.Highlight = bleve.NewHighlightWithStyle(highlightStyle)
 	req.Highlight.Fields = []string{"body", "title"}
 	res, err := ix.bleve.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]keywordHit, 0, len(res.Hits))
+	fragments := make(map[string]bsearch.FieldFragmentMap, len(res.Hits))
 	for _, h := range res.Hits {
+		fragments[h.ID] = h.Fragments
+	}
+	// In the ranking's order, with its scores: the second search scores
+	// its own conjunction.
+	out := make([]keywordHit, 0, len(ids))
+	for _, h := range ranked.Hits {
 		if skip[h.ID] {
 			continue
 		}
 		// The fragment that shows a matched word, the body's first.
 		snip, all := "", ""
 		for _, f := range []string{"body", "title"} {
-			if fr := h.Fragments[f]; len(fr) > 0 {
+			if fr := fragments[h.ID][f]; len(fr) > 0 {
 				if snip == "" || strings.Contains(fr[0], "**") && !strings.Contains(snip, "**") {
 					snip = fr[0]
 				}
