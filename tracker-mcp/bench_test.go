@@ -13,6 +13,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/servers/state"
+	"github.com/crewlet/hub/servers/state/statetest"
 )
 
 // fill files n items straight through the node (the same operations the
@@ -184,26 +185,41 @@ func BenchmarkCreateWorkItem(b *testing.B) {
 }
 
 // BenchmarkCreateWorkItemDirect is the same create without the MCP hop, to
-// tell the transport's share from the write path's.
+// tell the transport's share from the write path's; with the search index
+// following the log and, in the same run, with no index at all, to tell
+// what indexing costs the write path.
 func BenchmarkCreateWorkItemDirect(b *testing.B) {
-	for _, callers := range []int{16, 64} {
-		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			h := newHarness(b)
-			s := newSrv(Deps{Node: h.node, Directory: testDirectory})
-			var seq atomic.Int64
-			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := seq.Add(1)
-					if _, err := s.createWorkItem(context.Background(), ada, createIn{Title: fmt.Sprintf("Bench item %d", i), Project: "CORE", Assignee: "alan"}); err != nil {
-						b.Error(err)
-						return
+	for _, indexed := range []bool{true, false} {
+		for _, callers := range []int{16, 64} {
+			b.Run(fmt.Sprintf("index=%v/callers=%d", indexed, callers), func(b *testing.B) {
+				var node *state.Node
+				var h *harness
+				if indexed {
+					h = newHarness(b)
+					node = h.node
+				} else {
+					node, _ = statetest.OpenFaulty(b, b.TempDir(), state.Options{Projectors: Projectors()})
+				}
+				s := newSrv(Deps{Node: node, Directory: testDirectory})
+				var seq atomic.Int64
+				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
+				b.ResetTimer()
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						i := seq.Add(1)
+						if _, err := s.createWorkItem(context.Background(), ada, createIn{Title: fmt.Sprintf("Bench item %d", i), Project: "CORE", Assignee: "alan"}); err != nil {
+							b.Error(err)
+							return
+						}
 					}
+				})
+				if indexed {
+					searchtest.ReportWriteRates(b, start, "creates/s", node.Position(), h.ix)
+				} else {
+					b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "creates/s")
 				}
 			})
-			searchtest.ReportWriteRates(b, start, "creates/s", h.node.Position(), h.ix)
-		})
+		}
 	}
 }
