@@ -2,12 +2,10 @@ package knowledge
 
 import (
 	"fmt"
-	"runtime"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/crewlet/hub/servers/search/searchtest"
+	"github.com/crewlet/hub/servers/state/statetest"
 )
 
 // BenchmarkWritePage measures durable page writes per second through the
@@ -19,16 +17,10 @@ func BenchmarkWritePage(b *testing.B) {
 	for _, callers := range []int{16, 64} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			h := newHarness(b)
-			var seq atomic.Int64
-			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := seq.Add(1)
-					h.OK(ada, "write_page", map[string]any{"title": fmt.Sprintf("Runbook %d", i),
-						"body": fmt.Sprintf("How to restart the %d-th replica of the ledger when its disk fills.", i)})
-				}
+			start := statetest.RunWriters(b, callers, func(i int64) error {
+				h.OK(ada, "write_page", map[string]any{"title": fmt.Sprintf("Runbook %d", i),
+					"body": fmt.Sprintf("How to restart the %d-th replica of the ledger when its disk fills.", i)})
+				return nil
 			})
 			searchtest.ReportWriteRates(b, start, "pages/s", h.node.Position(), h.ix)
 		})

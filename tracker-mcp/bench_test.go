@@ -3,7 +3,6 @@ package tracker
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -169,15 +168,9 @@ func BenchmarkCreateWorkItem(b *testing.B) {
 	for _, callers := range []int{16, 64} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
 			h := newHarness(b)
-			var seq atomic.Int64
-			b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-			b.ResetTimer()
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					i := seq.Add(1)
-					h.ok(ada, "create_work_item", map[string]any{"title": fmt.Sprintf("Bench item %d", i), "project": "CORE", "assignee": "alan"})
-				}
+			start := statetest.RunWriters(b, callers, func(i int64) error {
+				h.ok(ada, "create_work_item", map[string]any{"title": fmt.Sprintf("Bench item %d", i), "project": "CORE", "assignee": "alan"})
+				return nil
 			})
 			searchtest.ReportWriteRates(b, start, "creates/s", h.node.Position(), h.ix)
 		})
@@ -201,18 +194,9 @@ func BenchmarkCreateWorkItemDirect(b *testing.B) {
 					node, _ = statetest.OpenFaulty(b, b.TempDir(), state.Options{Projectors: Projectors()})
 				}
 				s := newSrv(Deps{Node: node, Directory: testDirectory})
-				var seq atomic.Int64
-				b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
-				b.ResetTimer()
-				start := time.Now()
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						i := seq.Add(1)
-						if _, err := s.createWorkItem(context.Background(), ada, createIn{Title: fmt.Sprintf("Bench item %d", i), Project: "CORE", Assignee: "alan"}); err != nil {
-							b.Error(err)
-							return
-						}
-					}
+				start := statetest.RunWriters(b, callers, func(i int64) error {
+					_, err := s.createWorkItem(context.Background(), ada, createIn{Title: fmt.Sprintf("Bench item %d", i), Project: "CORE", Assignee: "alan"})
+					return err
 				})
 				if indexed {
 					searchtest.ReportWriteRates(b, start, "creates/s", node.Position(), h.ix)
