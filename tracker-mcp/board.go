@@ -118,10 +118,7 @@ func (s *srv) moveOnBoard(ctx context.Context, c authority.Caller, in boardIn) (
 		if it == nil {
 			return servers.Intent{}, authority.Refuse(authority.NotFound, "No work item has the key %s.", in.Key)
 		}
-		if err := checkVersion(it, in.IfMatch); err != nil {
-			return servers.Intent{}, err
-		}
-		if err := checkOpen(it); err != nil {
+		if err := checkEditable(it, in.IfMatch); err != nil {
 			return servers.Intent{}, err
 		}
 		pl = boardPayload{Key: it.Key, IfMatch: in.IfMatch, Status: cmp.Or(in.Status, it.Status)}
@@ -219,10 +216,7 @@ func applyBoard(a *applier) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkVersion(old, pl.IfMatch); err != nil {
-		return nil, err
-	}
-	if err := checkOpen(old); err != nil {
+	if err := checkEditable(old, pl.IfMatch); err != nil {
 		return nil, err
 	}
 	cat, err := readCatalogue(a.R)

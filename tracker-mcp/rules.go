@@ -139,17 +139,14 @@ func checkLabels(p *project, labels []string) error {
 	return nil
 }
 
-// checkVersion refuses a change stated against a version the item has
-// moved past (if_match).
-func checkVersion(it *item, ifMatch int) error {
+// checkEditable is what every edit of an item asks first, when the call
+// is made and again when it is applied: it refuses a change stated
+// against a version the item has moved past (if_match), and a change to an
+// item merged into another.
+func checkEditable(it *item, ifMatch int) error {
 	if ifMatch != 0 && ifMatch != it.Version {
 		return authority.Refuse(authority.StaleVersion, "%s is at version %d, not %d: it changed after you read it. Read it again and decide from what it says now.", it.Key, it.Version, ifMatch).WithData("version", it.Version)
 	}
-	return nil
-}
-
-// checkOpen refuses a change to an item merged into another.
-func checkOpen(it *item) error {
 	if it.MergedInto != "" {
 		return authority.Refuse(authority.Invalid, "%s was merged into %s and is closed; change %s instead.", it.Key, it.MergedInto, it.MergedInto)
 	}

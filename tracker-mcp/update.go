@@ -237,10 +237,7 @@ func (s *srv) decideUpdate(r pebble.Reader, c authority.Caller, in updateIn, pl 
 	if _, _, err := s.resolveProject(r, c, it.Project); err != nil {
 		return err
 	}
-	if err := checkVersion(it, in.IfMatch); err != nil {
-		return err
-	}
-	if err := checkOpen(it); err != nil {
+	if err := checkEditable(it, in.IfMatch); err != nil {
 		return err
 	}
 	if err := pl.check(it); err != nil {
@@ -352,10 +349,7 @@ func applyUpdate(a *applier) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkVersion(old, pl.IfMatch); err != nil {
-		return nil, err
-	}
-	if err := checkOpen(old); err != nil {
+	if err := checkEditable(old, pl.IfMatch); err != nil {
 		return nil, err
 	}
 	if err := pl.check(old); err != nil {
