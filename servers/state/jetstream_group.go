@@ -56,8 +56,8 @@ const (
 	// batch in a store of its own, a fixed cost of about 16 single
 	// appends; fewer go one by one, without waiting between them.
 	minGroup = 24
-	// groupAckWait bounds the wait for a batch's acknowledgement when no
-	// caller in it has a deadline of its own.
+	// groupAckWait bounds the wait for a batch's acknowledgement, and is
+	// the wait when a caller in it has no deadline of its own.
 	groupAckWait = time.Minute
 )
 
@@ -180,12 +180,18 @@ var errBatchRefused = errors.New("state: the batch was refused")
 // last commits the batch, and its acknowledgement (after the one fsync)
 // carries the last position and how many the batch stored.
 func (l *JetStreamLog) publishAtomic(id string, batch []*groupedAppend) ([]uint64, error) {
-	wait := groupAckWait
+	// As long as the most patient caller waits: one caller's short deadline
+	// must not turn everybody's write into an unknown outcome.
+	var wait time.Duration
 	for _, a := range batch {
-		if dl, ok := a.ctx.Deadline(); ok {
-			wait = min(wait, max(time.Until(dl), time.Millisecond))
+		dl, ok := a.ctx.Deadline()
+		if !ok {
+			wait = groupAckWait
+			break
 		}
+		wait = max(wait, time.Until(dl), time.Millisecond)
 	}
+	wait = min(wait, groupAckWait)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	n := len(batch)

@@ -242,3 +242,22 @@ func TestQueuedCallerThatLeftIsNotAppended(t *testing.T) {
 		}
 	}
 }
+
+// Appends queued when the log closes are told nothing was appended, and
+// the log holds none of them.
+func TestQueuedAppendsWhenTheLogClosesAreNotAppended(t *testing.T) {
+	l := openLog(t)
+	release := holdGroup(t, l)
+	const n = 30
+	res := make(chan []appended, 1)
+	go func() { res <- appendAll(background(n), l, messages(n, "op")) }()
+	release(n, func() { _ = l.Close() })
+	for i, a := range <-res {
+		if !errors.Is(a.err, ErrNotAppended) {
+			t.Fatalf("append %d after the log closed: %+v, want nothing appended", i, a)
+		}
+	}
+	if l.group.stored.Load() != 0 {
+		t.Fatal("a batch was stored by a closed log")
+	}
+}
