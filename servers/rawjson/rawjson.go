@@ -378,16 +378,9 @@ func AppendString[T string | []byte](dst []byte, s T) []byte {
 // message this package is used on spells its keys so. An error fn returns
 // ends the walk and is answered.
 func Members(raw []byte, fn func(key string, keyRaw, val []byte) error) error {
-	i := WS(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return ErrSyntax
-	}
-	i = WS(raw, i+1)
-	if i < len(raw) && raw[i] == '}' {
-		if WS(raw, i+1) != len(raw) {
-			return ErrSyntax
-		}
-		return nil
+	i, empty, err := openContainer(raw, '{', '}')
+	if err != nil || empty {
+		return err
 	}
 	for {
 		tok, ok := ScanString(raw, i)
@@ -405,20 +398,9 @@ func Members(raw []byte, fn func(key string, keyRaw, val []byte) error) error {
 		if err := fn(string(tok.Body), raw[tok.Start:tok.End], raw[start:stop]); err != nil {
 			return err
 		}
-		i = WS(raw, stop)
-		if i >= len(raw) {
-			return ErrSyntax
-		}
-		switch raw[i] {
-		case ',':
-			i = WS(raw, i+1)
-		case '}':
-			if WS(raw, i+1) != len(raw) {
-				return ErrSyntax
-			}
-			return nil
-		default:
-			return ErrSyntax
+		var done bool
+		if i, done, err = afterItem(raw, stop, '}'); err != nil || done {
+			return err
 		}
 	}
 }
@@ -426,16 +408,9 @@ func Members(raw []byte, fn func(key string, keyRaw, val []byte) error) error {
 // Elements calls fn with the text of each element of the JSON array raw
 // (the whole of raw, white space aside).
 func Elements(raw []byte, fn func(val []byte) error) error {
-	i := WS(raw, 0)
-	if i >= len(raw) || raw[i] != '[' {
-		return ErrSyntax
-	}
-	i = WS(raw, i+1)
-	if i < len(raw) && raw[i] == ']' {
-		if WS(raw, i+1) != len(raw) {
-			return ErrSyntax
-		}
-		return nil
+	i, empty, err := openContainer(raw, '[', ']')
+	if err != nil || empty {
+		return err
 	}
 	for {
 		stop, err := Value(raw, i, nil)
@@ -445,22 +420,50 @@ func Elements(raw []byte, fn func(val []byte) error) error {
 		if err := fn(raw[i:stop]); err != nil {
 			return err
 		}
-		i = WS(raw, stop)
-		if i >= len(raw) {
-			return ErrSyntax
-		}
-		switch raw[i] {
-		case ',':
-			i = WS(raw, i+1)
-		case ']':
-			if WS(raw, i+1) != len(raw) {
-				return ErrSyntax
-			}
-			return nil
-		default:
-			return ErrSyntax
+		var done bool
+		if i, done, err = afterItem(raw, stop, ']'); err != nil || done {
+			return err
 		}
 	}
+}
+
+// openContainer reads the opening bracket of the object or array that is
+// the whole of raw: where its first member or element starts, or that it
+// is empty.
+func openContainer(raw []byte, opening, closing byte) (i int, empty bool, err error) {
+	i = WS(raw, 0)
+	if i >= len(raw) || raw[i] != opening {
+		return 0, false, ErrSyntax
+	}
+	i = WS(raw, i+1)
+	if i < len(raw) && raw[i] == closing {
+		return 0, true, closesRaw(raw, i)
+	}
+	return i, false, nil
+}
+
+// afterItem reads what follows a member or element ending at stop: a
+// comma and where the next one starts, or the closing bracket, which must
+// end raw.
+func afterItem(raw []byte, stop int, closing byte) (i int, done bool, err error) {
+	i = WS(raw, stop)
+	switch {
+	case i >= len(raw):
+		return 0, false, ErrSyntax
+	case raw[i] == ',':
+		return WS(raw, i+1), false, nil
+	case raw[i] == closing:
+		return 0, true, closesRaw(raw, i)
+	}
+	return 0, false, ErrSyntax
+}
+
+// closesRaw checks that the closing bracket at i is the last thing in raw.
+func closesRaw(raw []byte, i int) error {
+	if WS(raw, i+1) != len(raw) {
+		return ErrSyntax
+	}
+	return nil
 }
 
 // StringText returns the text of a JSON string value (raw is the whole

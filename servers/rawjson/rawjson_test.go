@@ -28,6 +28,25 @@ func TestMembersAndElements(t *testing.T) {
 	}
 }
 
+// Members and Elements take an object and an array exactly when
+// encoding/json does: empty ones, white space around, and what must not
+// follow the closing bracket or a comma.
+func TestContainersAcceptWhatJSONAccepts(t *testing.T) {
+	none := func(string, []byte, []byte) error { return nil }
+	for _, in := range []string{`{}`, ` { } `, `{} x`, `{`, `{,}`, `{"a":1}`, `{"a":1,"b":2}`, `{"a":1,}`, `{"a":1 "b":2}`, `{"a":1}}`, `[]`} {
+		want := json.Valid([]byte(in)) && strings.HasPrefix(strings.TrimSpace(in), "{")
+		if got := Members([]byte(in), none) == nil; got != want {
+			t.Errorf("Members(%s) accepted %v, want %v", in, got, want)
+		}
+	}
+	for _, in := range []string{`[]`, ` [ ] `, `[] x`, `[`, `[,]`, `[1]`, `[1, "x"]`, `[1,]`, `[1 2]`, `[1]]`, `{}`} {
+		want := json.Valid([]byte(in)) && strings.HasPrefix(strings.TrimSpace(in), "[")
+		if got := Elements([]byte(in), func([]byte) error { return nil }) == nil; got != want {
+			t.Errorf("Elements(%s) accepted %v, want %v", in, got, want)
+		}
+	}
+}
+
 func TestStringTextAndAppendString(t *testing.T) {
 	for _, s := range []string{"", "plain", "tab\tnew\nline\r", `q"b\s/`, "\x00\x01\x1f", "é ☃ 😀", "<&>"} {
 		quoted := AppendString(nil, s)
