@@ -271,11 +271,39 @@ func (l *Leases) Release(ctx context.Context, seat string) error {
 	}
 	l.notify()
 	l.opts.Logger.Info("seat_released", "seat", seat)
-	if err := l.bucket.Delete(ctx, leaseKey(seat), h.rev); err != nil && !errors.Is(err, ErrKeyMoved) {
-		return fmt.Errorf("state: delete seat %s's lease (it expires on its own): %w", seat, err)
+	rev := h.rev
+	for attempt := 1; ; attempt++ {
+		err := l.bucket.Delete(ctx, leaseKey(seat), rev)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrKeyMoved) || attempt == releaseAttempts {
+			return fmt.Errorf("state: delete seat %s's lease (it expires on its own): %w", seat, err)
+		}
+		// The key moved past the revision this node knew: a renewal in
+		// flight when the seat was let go (or one whose answer was lost)
+		// may have landed after all, and then the lease is still this
+		// node's, at a newer revision, and is deleted there. Anything else
+		// — no key, another node's lease — holds nothing of this node's.
+		e, err := l.bucket.Get(ctx, leaseKey(seat))
+		if errors.Is(err, ErrNoKey) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("state: read seat %s's lease to delete it (it expires on its own): %w", seat, err)
+		}
+		var v leaseValue
+		if json.Unmarshal(e.Value, &v) != nil || v.ID != h.id {
+			return nil
+		}
+		rev = e.Revision
 	}
-	return nil
 }
+
+// releaseAttempts bounds how often Release deletes a lease that keeps
+// moving: a read served by a replica behind the leader may give the same
+// old revision again.
+const releaseAttempts = 5
 
 // Holds reports whether this node can prove seat's lease now, by its own
 // monotonic clock (MCP-10, FLT-1).

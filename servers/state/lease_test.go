@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -176,6 +177,27 @@ func testLeases(t *testing.T, nodes []*fleetNode) {
 	_ = lch.Close()
 	waitFor(t, lbh, 10*time.Second, "b sees the seat free", func() bool { _, held := lbh.Holders()["scribe"]; return !held })
 	waitFor(t, lbh, 10*time.Second, "the bucket names nobody", func() bool { h, err := lbh.Holder(ctx, "scribe"); return err == nil && h == "" })
+
+	// A renewal that lands while the seat is being released (sent before
+	// Release let it go, answered after) moves the lease past the revision
+	// Release knows; the lease is still this node's, and Release deletes
+	// it there rather than leaving it to its hour-long TTL.
+	if err := lbh.Claim(ctx, "keeper"); err != nil {
+		t.Fatal(err)
+	}
+	lbh.mu.Lock()
+	h := *lbh.held["keeper"]
+	lbh.mu.Unlock()
+	value, _ := json.Marshal(leaseValue{Seat: "keeper", Node: b.name, ID: h.id})
+	if _, err := lbh.bucket.Renew(ctx, leaseKey("keeper"), value, time.Hour, h.rev); err != nil {
+		t.Fatal(err)
+	}
+	if err := lbh.Release(ctx, "keeper"); err != nil {
+		t.Fatal(err)
+	}
+	if err := lc.Claim(ctx, "keeper"); err != nil {
+		t.Fatalf("claiming a seat released while its renewal landed: %v", err)
+	}
 	b.node.opts.Fence, a.node.opts.Fence = nil, nil
 }
 
