@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"sync"
 	"time"
 )
@@ -15,12 +16,15 @@ import (
 // says. With --profile, each hub row is profiled over its measured window:
 // the CPU profile, and the allocations made in that window (a delta
 // profile), saved as NAME.cpu.pprof and NAME.allocs.pprof for
-// `go tool pprof`.
+// `go tool pprof`; beside them NAME.client.cpu.pprof, this process's own
+// CPU over the same window, since the client sessions share the machine
+// with the hub and what they spend bounds the calls/s as much as the hub.
 
 type profiling struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	errs []error
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+	client *os.File // this process's CPU profile, until wait stops it
 }
 
 // startProfiles asks for both profiles of the next d; the warm-up calls of
@@ -28,6 +32,14 @@ type profiling struct {
 // move.
 func startProfiles(ctx context.Context, addr, name string, d time.Duration) *profiling {
 	p := &profiling{}
+	if f, err := os.Create(name + ".client.cpu.pprof"); err != nil {
+		p.errs = append(p.errs, err)
+	} else if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		p.errs = append(p.errs, err)
+	} else {
+		p.client = f
+	}
 	secs := max(int(d.Seconds()), 1)
 	for _, f := range []struct{ path, file string }{
 		{fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), name + ".cpu.pprof"},
@@ -46,6 +58,12 @@ func startProfiles(ctx context.Context, addr, name string, d time.Duration) *pro
 
 func (p *profiling) wait() error {
 	p.wg.Wait()
+	if p.client != nil {
+		pprof.StopCPUProfile()
+		if err := p.client.Close(); err != nil {
+			p.errs = append(p.errs, err)
+		}
+	}
 	if len(p.errs) > 0 {
 		return p.errs[0]
 	}

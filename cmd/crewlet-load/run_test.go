@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/hub/config"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestParseLevels(t *testing.T) {
@@ -221,5 +223,35 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 	}
 	if kids := childGroups(os.Getpid()); len(kids) != 0 {
 		t.Fatalf("the run left processes behind: %v", kids)
+	}
+}
+
+// The list rows' check reads the page as the go-sdk client decoded it off
+// the wire: a page shorter than asked for, a refusal and an answer with no
+// structured content all fail the call.
+func TestListedAtLeast(t *testing.T) {
+	page := func(n int) string {
+		items := strings.TrimSuffix(strings.Repeat(`{"key":"CORE-1"},`, n), ",")
+		return `{"content":[{"type":"text","text":"page"}],"structuredContent":{"items":[` + items + `]}}`
+	}
+	for _, c := range []struct {
+		wire string
+		ok   bool
+	}{
+		{page(50), true},
+		{page(51), true},
+		{page(49), false},
+		{page(0), false},
+		{`{"content":[{"type":"text","text":"no such project"}],"isError":true}`, false},
+		{`{"content":[{"type":"text","text":"page"}]}`, false},
+		{`{"content":[],"structuredContent":{"items":{"key":"CORE-1"}}}`, false},
+	} {
+		var res mcp.CallToolResult
+		if err := json.Unmarshal([]byte(c.wire), &res); err != nil {
+			t.Fatal(err)
+		}
+		if err := listedAtLeast(50)(&res); (err == nil) != c.ok {
+			t.Errorf("%.60s...: %v, want ok=%v", c.wire, err, c.ok)
+		}
 	}
 }
