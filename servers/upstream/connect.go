@@ -29,9 +29,7 @@ type conn struct {
 
 func (i *Instance) closeConn(c *conn) {
 	i.mu.Lock()
-	if i.sess == c.sess {
-		i.sess, i.ended, i.fast = nil, nil, nil
-	}
+	i.forgetLocked(c)
 	i.child = c.child
 	i.mu.Unlock()
 	// The SDK's Close waits for the calls in flight to be answered, and a
@@ -293,4 +291,14 @@ func (i *Instance) client() *mcp.Implementation {
 // (startup_timeout_seconds): "60 s", "0.5 s".
 func seconds(d time.Duration) string {
 	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + " s"
+}
+
+// forgetLocked stops offering c's session to new calls (i.mu held): done
+// in the same step as the status saying the server is down or stopped, so
+// a call that reads that status was never sent to the dead session, and
+// is not told it may have taken effect.
+func (i *Instance) forgetLocked(c *conn) {
+	if i.sess == c.sess {
+		i.sess, i.ended, i.fast = nil, nil, nil
+	}
 }

@@ -273,6 +273,8 @@ func (i *Instance) Close() error {
 	return nil
 }
 
+// setStatus changes the status through f, which runs under i.mu (so it may
+// change what else goes with the status in one step), and tells OnStatus.
 func (i *Instance) setStatus(f func(s *Status)) {
 	i.mu.Lock()
 	prev := i.status

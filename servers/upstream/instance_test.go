@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -480,5 +481,38 @@ func TestInstanceEveryRetryWaitIsLogged(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// MCP-6: a call that finds the server already down was never sent, even
+// in the instant after the status says so and before the dead session is
+// closed: it is not told it may have taken effect. The calls are made from
+// OnStatus, at the very moment the status turns down.
+func TestInstanceCallAfterDeathIsNotInFlight(t *testing.T) {
+	var self atomic.Pointer[Instance]
+	answers := make(chan error, 2)
+	in, _ := startTest(t, testSpec(t, "go-sdk", nil), func(o *Options) {
+		o.Schedule = &Schedule{Base: time.Hour, Jitter: -1}
+		o.OnStatus = func(_, now Status) {
+			if now.State != StateDown || len(answers) > 0 {
+				return
+			}
+			in := self.Load()
+			_, err := in.Call(context.Background(), "echo", json.RawMessage(`{"text":"late"}`))
+			answers <- err
+			_, _, err = in.CallRaw(context.Background(), "echo", json.RawMessage(`{"text":"late"}`))
+			answers <- err
+		}
+	})
+	self.Store(in)
+	waitState(t, in, StateRunning, 10*time.Second)
+	if _, err := callText(t, in, "crash", `{}`); err == nil {
+		t.Fatal("the crash call was answered")
+	}
+	for _, via := range []string{"Call", "CallRaw"} {
+		var down *DownError
+		if err := <-answers; !errors.As(err, &down) || down.InFlight || !strings.Contains(down.Cause, "exited with status 3") {
+			t.Fatalf("%s once down: %#v (%v)", via, down, err)
+		}
 	}
 }

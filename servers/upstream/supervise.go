@@ -89,7 +89,10 @@ func (i *Instance) supervise(ctx context.Context) {
 		case <-ctx.Done():
 			// Stopped is in status before the calls in flight are told,
 			// so they say the engine stopped it.
-			i.setStatus(func(s *Status) { *s = Status{State: StateStopped, Since: time.Now(), Cause: "it was stopped"} })
+			i.setStatus(func(s *Status) {
+				*s = Status{State: StateStopped, Since: time.Now(), Cause: "it was stopped"}
+				i.forgetLocked(c)
+			})
 			i.closeConn(c)
 			close(c.recorded)
 			return
@@ -119,6 +122,7 @@ func (i *Instance) supervise(ctx context.Context) {
 		next := time.Now().Add(delay)
 		i.setStatus(func(s *Status) {
 			*s = Status{State: StateDown, Cause: cause, Since: downSince, NextRestart: next, Attempt: i.opts.Schedule.Attempt()}
+			i.forgetLocked(c)
 		})
 		close(c.recorded)
 		// Reap whatever the old process left behind before restarting.
