@@ -209,10 +209,17 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 			}
 		}
 	}
+	// pebble's own default block cache is 8 MiB: with a tracker of some
+	// hundred thousand items it no longer holds even the index blocks of
+	// the tables a list walks, and every read paid for reading and
+	// decompressing them again. The cache fills only as blocks are read.
+	cache := pebble.NewCache(projectionCache)
 	db, err := pebble.Open(filepath.Join(opts.Dir, "projection"), &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{n.logger},
+		Cache:              cache,
 	})
+	cache.Unref() // the database holds its own reference
 	if err != nil {
 		n.cleanup()
 		return nil, fmt.Errorf("state: open the projection: %w", err)
@@ -271,6 +278,9 @@ func (n *Node) cleanup() {
 		_ = os.RemoveAll(n.opts.Dir)
 	}
 }
+
+// projectionCache bounds the projection's block cache, in bytes.
+const projectionCache = 64 << 20
 
 // Close stops the follower, waits for calls in progress, and closes the
 // projection and the log. Calling it again returns the first call's error.

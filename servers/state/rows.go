@@ -1,16 +1,19 @@
 package state
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/segmentio/encoding/json"
 )
 
 // First-party servers keep their projection rows as JSON under string keys
 // of their own prefix; these are the three ways every one of them reads and
-// writes such rows.
+// writes such rows. Every read of a first-party tool decodes rows, so they
+// go through segmentio's encoding/json (the go-sdk's own): the same
+// behaviour as the standard library's, at about a fifth of its CPU for a
+// row.
 
 // GetJSON reads the row at key into v; found is false when there is none.
 // A row that does not decode is an error naming its key: the projection is
