@@ -50,6 +50,14 @@ const triggers = ":=-_JKSbB"
 // them.
 const chunkSize = 16 << 10
 
+// isTrigger marks the trigger bytes.
+var isTrigger = func() (t [256]bool) {
+	for i := range len(triggers) {
+		t[triggers[i]] = true
+	}
+	return t
+}()
+
 // redact replaces configured secrets and credential shapes in s. It reports
 // whether anything was replaced; if not, s is returned as is.
 func redact(s string, set *secretSet) (string, bool) {
@@ -83,17 +91,19 @@ func redact(s string, set *secretSet) (string, bool) {
 	return replaceSpans(s, spans), true
 }
 
-// shortText bounds the texts first read once, whole, for any byte a
-// redaction can be found from. Most strings of a structured result (names,
-// ids, titles) hold none, and skip the search per trigger and per secret,
-// whose set-up costs more than such a string's whole scan.
+// shortText bounds the texts first read once, whole, for where a
+// redaction could start: a configured secret's anchor, or a trigger byte
+// that passes its candidate test. Most strings of a structured result
+// (keys, ids, titles, times) have none, though nearly all hold a trigger
+// byte (the dashes and colons of a date), and skip the search per trigger
+// and per secret, whose set-up costs more than such a string's whole scan.
 const shortText = 256
 
-// mayMatch reports whether s holds a byte a redaction is found from: a
-// trigger byte or a configured secret's anchor.
+// mayMatch reports whether a redaction could start anywhere in s.
 func (set *secretSet) mayMatch(s string) bool {
 	for i := range len(s) {
-		if set.starts[s[i]] {
+		c := s[i]
+		if set.starts[c] || isTrigger[c] && candidate(c, s, i) {
 			return true
 		}
 	}
@@ -182,35 +192,46 @@ type shapeScan struct {
 	pemFrom, pemEnd int
 }
 
-// detect checks the trigger byte c at s[i]. The first test of each case
-// is a cheap look at a neighbouring byte that rules out nearly every
-// ordinary occurrence before any real work.
-func (sc *shapeScan) detect(c byte, s string, i int) (span, bool) {
+// candidate is the first test of a trigger byte c at s[i]: a cheap look at
+// its neighbours that rules out nearly every ordinary occurrence (the dash
+// of a date, the colon of a time) before detect does any real work.
+func candidate(c byte, s string, i int) bool {
 	switch c {
 	case ':', '=':
-		if mayEndKey(s, i) {
-			return sc.keyValue(s, i)
-		}
+		return mayEndKey(s, i)
 	case '-':
-		if i > 0 && strings.IndexByte("kbpar-", s[i-1]) >= 0 || at(s, i+1) == '-' {
-			return sc.dashToken(s, i)
-		}
+		return i > 0 && strings.IndexByte("kbpar-", s[i-1]) >= 0 || at(s, i+1) == '-'
 	case '_':
-		if i > 0 && strings.IndexByte("pousrb", s[i-1]) >= 0 {
-			return gitHubToken(s, i)
-		}
+		return i > 0 && strings.IndexByte("pousrb", s[i-1]) >= 0
 	case 'J':
-		if i >= 2 && s[i-1] == 'y' && s[i-2] == 'e' && !isB64URL(at(s, i-3)) {
-			return match(reJWT, s, i-2)
-		}
+		return i >= 2 && s[i-1] == 'y' && s[i-2] == 'e' && !isB64URL(at(s, i-3))
 	case 'K', 'S':
-		if at(s, i-1) == 'A' && at(s, i+1) == 'I' {
-			return awsKeyID(s, i)
-		}
+		return at(s, i-1) == 'A' && at(s, i+1) == 'I'
 	case 'b', 'B':
-		if c := at(s, i+1); c == 'e' || c == 'E' {
-			return bearerToken(s, i)
-		}
+		c := at(s, i+1)
+		return c == 'e' || c == 'E'
+	}
+	return false
+}
+
+// detect finds the credential a trigger byte c at s[i] belongs to, if any.
+func (sc *shapeScan) detect(c byte, s string, i int) (span, bool) {
+	if !candidate(c, s, i) {
+		return span{}, false
+	}
+	switch c {
+	case ':', '=':
+		return sc.keyValue(s, i)
+	case '-':
+		return sc.dashToken(s, i)
+	case '_':
+		return gitHubToken(s, i)
+	case 'J':
+		return match(reJWT, s, i-2)
+	case 'K', 'S':
+		return awsKeyID(s, i)
+	case 'b', 'B':
+		return bearerToken(s, i)
 	}
 	return span{}, false
 }

@@ -73,8 +73,8 @@ type secretSet struct {
 	// Rabin-Karp fallback keeps long needles linear.
 	anchors []anchorGroup
 	long    []string
-	// starts marks the bytes a search starts from: the credential
-	// shapes' triggers, each anchor, each long value's first byte.
+	// starts marks the bytes a search for a configured value starts
+	// from: each anchor, each long value's first byte.
 	starts [256]bool
 }
 
@@ -141,9 +141,6 @@ func newSecretSet(values []string) *secretSet {
 		set.anchors = append(set.anchors, *g)
 	}
 	slices.SortFunc(set.anchors, func(a, b anchorGroup) int { return int(a.b) - int(b.b) })
-	for i := range len(triggers) {
-		set.starts[triggers[i]] = true
-	}
 	for _, g := range set.anchors {
 		set.starts[g.b] = true
 	}
