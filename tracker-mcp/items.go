@@ -481,14 +481,15 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		}
 		parent = p.Key
 	}
-	cat, err := readCatalogue(r)
-	if err != nil {
-		return listOut{}, err
-	}
-	// status "open" filters by category, so no status index serves it.
+	// status "open" filters by category, so no status index serves it;
+	// only then is the catalogue of statuses read.
 	keep := func(sm summary) bool { return in.Status == "" || sm.Status == in.Status }
 	status := in.Status
 	if in.Status == openFilter {
+		cat, err := readCatalogue(r)
+		if err != nil {
+			return listOut{}, err
+		}
 		keep = func(sm summary) bool { return cat.live(sm.Status) }
 		status = ""
 	}

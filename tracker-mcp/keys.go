@@ -57,7 +57,7 @@ func parseKey(s string) (string, int, bool) {
 	return m[1], n, true
 }
 
-func itemKey(project string, n int) string { return fmt.Sprintf("%s-%d", project, n) }
+func itemKey(project string, n int) string { return project + "-" + strconv.Itoa(n) }
 func pad(n int) string                     { return fmt.Sprintf("%010d", n) }
 
 // indexKeys are the list index rows an item is filed under, and the one
