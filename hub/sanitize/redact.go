@@ -64,6 +64,11 @@ func redact(s string, set *secretSet) (string, bool) {
 	if len(s) <= shortText && !set.mayMatch(s) {
 		return s, false
 	}
+	return scan(s, set)
+}
+
+// scan is redact's search, chunk by chunk, trigger by trigger.
+func scan(s string, set *secretSet) (string, bool) {
 	var buf [8]span
 	spans := buf[:0]
 	var scans [len(triggers)]shapeScan
