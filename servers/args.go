@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	fastjson "github.com/segmentio/encoding/json"
 
 	"github.com/crewlet/hub/authority"
 )
@@ -36,7 +38,7 @@ func decodeArgs(raw any, schema *jsonschema.Resolved, defaults bool, into any) *
 		data = []byte("{}")
 	}
 	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := unmarshal(data, &m); err != nil {
 		return authority.Refuse(authority.Invalid, "The arguments must be a JSON object: %v.", err)
 	}
 	if r := checkText("", m); r != nil {
@@ -46,7 +48,7 @@ func decodeArgs(raw any, schema *jsonschema.Resolved, defaults bool, into any) *
 		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
 	}
 	if !defaults {
-		if err := json.Unmarshal(data, into); err != nil {
+		if err := unmarshal(data, into); err != nil {
 			return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
 		}
 		return nil
@@ -55,10 +57,22 @@ func decodeArgs(raw any, schema *jsonschema.Resolved, defaults bool, into any) *
 		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
 	}
 	b, _ := json.Marshal(m)
-	if err := json.Unmarshal(b, into); err != nil {
+	if err := unmarshal(b, into); err != nil {
 		return authority.Refuse(authority.Invalid, "The arguments do not fit this tool's schema: %v.", err)
 	}
 	return nil
+}
+
+// unmarshal decodes arguments with segmentio's decoder, which yields what
+// encoding/json does at a fraction of its CPU. Its errors quote the input
+// itself, though, so when it fails encoding/json decodes afresh, and a
+// refusal says what is wrong in the standard library's words.
+func unmarshal(data []byte, v any) error {
+	if fastjson.Unmarshal(data, v) == nil {
+		return nil
+	}
+	reflect.ValueOf(v).Elem().SetZero()
+	return json.Unmarshal(data, v)
 }
 
 // declaresDefaults reports whether a schema declares a default anywhere:

@@ -137,3 +137,24 @@ func TestPageLimit(t *testing.T) {
 		}
 	}
 }
+
+// Arguments that are not an object are refused invalid in encoding/json's
+// words, which never quote the arguments back (the fast decoder's would).
+func TestArgumentsNotAnObjectRefused(t *testing.T) {
+	schema, err := jsonschema.For[argsIn](nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for args, kind := range map[string]string{`["sekrit-value"]`: "array", `"sekrit-value"`: "string", `42`: "number"} {
+		var in argsIn
+		r := decodeArgs(json.RawMessage(args), resolved, false, &in)
+		want := "The arguments must be a JSON object: json: cannot unmarshal " + kind + " into Go value of type map[string]interface {}."
+		if r == nil || r.Class != authority.Invalid || r.Sentence != want {
+			t.Errorf("%s: %+v, want %q", args, r, want)
+		}
+	}
+}
