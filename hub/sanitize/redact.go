@@ -61,7 +61,7 @@ var isTrigger = func() (t [256]bool) {
 // redact replaces configured secrets and credential shapes in s. It reports
 // whether anything was replaced; if not, s is returned as is.
 func redact(s string, set *secretSet) (string, bool) {
-	if len(s) <= shortText && !set.mayMatch(s) {
+	if len(s) <= shortText && quiet(s, set) {
 		return s, false
 	}
 	return scan(s, set)
@@ -96,23 +96,28 @@ func scan(s string, set *secretSet) (string, bool) {
 	return replaceSpans(s, spans), true
 }
 
-// shortText bounds the texts first read once, whole, for where a
-// redaction could start: a configured secret's anchor, or a trigger byte
-// that passes its candidate test. Most strings of a structured result
-// (keys, ids, titles, times) have none, though nearly all hold a trigger
-// byte (the dashes and colons of a date), and skip the search per trigger
-// and per secret, whose set-up costs more than such a string's whole scan.
+// shortText bounds the texts first looked at whole, for anything a
+// redaction could start from, before any search per trigger. Most strings
+// of a structured result (keys, ids, titles, times) have nothing, though
+// nearly all hold a trigger byte (the dashes and colons of a date) and
+// many hold a configured value's anchor byte (a digit, often), and the
+// search's set-up costs more than such a string's whole look.
 const shortText = 256
 
-// mayMatch reports whether a redaction could start anywhere in s.
-func (set *secretSet) mayMatch(s string) bool {
+// quiet reports whether s holds nothing to redact, found more cheaply
+// than by scan on a short text: no configured value, and no trigger byte
+// that passes its candidate test.
+func quiet(s string, set *secretSet) bool {
+	var none [1]span
+	if len(findSecrets(s, 0, len(s), set, none[:0])) > 0 {
+		return false
+	}
 	for i := range len(s) {
-		c := s[i]
-		if set.starts[c] || isTrigger[c] && candidate(c, s, i) {
-			return true
+		if c := s[i]; isTrigger[c] && candidate(c, s, i) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // findSecrets appends the spans of every configured value that starts in

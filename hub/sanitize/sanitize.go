@@ -73,9 +73,6 @@ type secretSet struct {
 	// Rabin-Karp fallback keeps long needles linear.
 	anchors []anchorGroup
 	long    []string
-	// starts marks the bytes a search for a configured value starts
-	// from: each anchor, each long value's first byte.
-	starts [256]bool
 }
 
 // maxAnchored bounds the values found by anchor byte: each hit costs a
@@ -141,12 +138,6 @@ func newSecretSet(values []string) *secretSet {
 		set.anchors = append(set.anchors, *g)
 	}
 	slices.SortFunc(set.anchors, func(a, b anchorGroup) int { return int(a.b) - int(b.b) })
-	for _, g := range set.anchors {
-		set.starts[g.b] = true
-	}
-	for _, v := range set.long {
-		set.starts[v[0]] = true
-	}
 	return set
 }
 
