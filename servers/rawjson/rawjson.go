@@ -220,6 +220,15 @@ func (r *reader) str(i int, key bool) (int, error) {
 	return tok.End, nil
 }
 
+// strSpecial marks the bytes ScanString must look at: the closing quote,
+// an escape, a control character and any byte of a multi-byte character.
+var strSpecial = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c == '"' || c == '\\' || c < 0x20 || c >= 0x80
+	}
+	return t
+}()
+
 // ScanString reads the string token at in[i], which must be its opening
 // quote. ok is false for a token that is not a JSON string of valid UTF-8.
 func ScanString(in []byte, i int) (tok String, ok bool) {
@@ -230,6 +239,13 @@ func ScanString(in []byte, i int) (tok String, ok bool) {
 	ascii := true
 	escaped := false
 	for j < len(in) {
+		// Plain bytes, nearly all of most strings, in a tight loop.
+		for j < len(in) && !strSpecial[in[j]] {
+			j++
+		}
+		if j >= len(in) {
+			break
+		}
 		c := in[j]
 		switch {
 		case c == '"':
