@@ -533,7 +533,7 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		return listOut{}, err
 	}
 	defer it.Close()
-	out := listOut{Items: []summary{}}
+	out := listOut{Items: make([]summary, 0, limit+1)}
 	var lastKey string
 	for ok := it.Last(); ok; ok = it.Prev() {
 		rest := strings.TrimPrefix(string(it.Key()), prefix)
@@ -550,25 +550,29 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		if err != nil {
 			continue
 		}
-		var sm summary
-		found, err := state.GetJSON(r, kSummary+itemKey(pk, n), &sm)
+		// Each summary is decoded in its place in the page, and taken
+		// back out if the filters drop it.
+		out.Items = append(out.Items, summary{})
+		sm := &out.Items[len(out.Items)-1]
+		found, err := state.GetJSON(r, kSummary+itemKey(pk, n), sm)
 		if err != nil {
 			return listOut{}, err
 		}
-		if !found || !keep(sm) ||
+		if !found || !keep(*sm) ||
 			(proj != "" && sm.Project != proj) ||
 			(in.Label != "" && !slices.Contains(sm.Labels, in.Label)) ||
 			(in.Priority != "" && sm.Priority != in.Priority) ||
 			(parent != "" && sm.Parent != parent) {
+			out.Items = out.Items[:len(out.Items)-1]
 			continue
 		}
-		if len(out.Items) == limit {
+		if len(out.Items) > limit {
 			// The cursor is an exclusive upper bound: the next page starts
 			// below the last item answered, so hand back that one's key.
+			out.Items = out.Items[:limit]
 			out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(lastKey))
 			break
 		}
-		out.Items = append(out.Items, sm)
 		lastKey = string(it.Key())
 	}
 	return out, nil
