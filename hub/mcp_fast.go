@@ -253,7 +253,13 @@ func idText(id []byte) string {
 // SDK writes it for the revision: a 2026-07-28 result names the server in
 // its _meta.
 func (f *operator) response(id []byte, a answer, modern bool) ([]byte, error) {
-	b := make([]byte, 0, 256)
+	size := 256 + len(id)
+	if op := a.onePass; op != nil {
+		// Sized once: a page of results grown by doubling cost more
+		// allocation than the page itself.
+		size += len(op.Content) + len(op.Structured) + len(op.Meta) + len(f.serverInfo)
+	}
+	b := make([]byte, 0, size)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
@@ -369,9 +375,14 @@ func (s *fastStream) header() {
 
 // event frames msg as the SDK frames a message, in s.buf.
 func (s *fastStream) event(msg []byte) []byte {
-	b := append(s.buf[:0], "event: message\ndata: "...)
+	const head, tail = "event: message\ndata: ", "\n\n"
+	b := s.buf[:0]
+	if n := len(head) + len(msg) + len(tail); cap(b) < n {
+		b = make([]byte, 0, n)
+	}
+	b = append(b, head...)
 	b = append(b, msg...)
-	return append(b, "\n\n"...)
+	return append(b, tail...)
 }
 
 func (s *fastStream) writeLocked(msg []byte) error {

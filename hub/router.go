@@ -215,7 +215,9 @@ func firstPartyOnePass(s *sanitize.Sanitizer, res *mcp.CallToolResult) (sanitize
 	if !ok {
 		return sanitize.OnePass{}, false
 	}
-	content := make([]byte, 0, len(clean)+len(clean)/8+32)
+	// Escaped, the JSON's quotes double: in a page of short fields about
+	// one byte in six is one.
+	content := make([]byte, 0, len(clean)+len(clean)/4+32)
 	content = append(content, `[{"type":"text","text":`...)
 	content = sanitize.AppendJSONString(content, clean)
 	content = append(content, "}]"...)
