@@ -21,10 +21,9 @@ type argsIn struct {
 	} `json:"nested,omitempty"`
 }
 
-// OUT-1/OUT-2 on the way in: a control character in any string argument
-// is refused invalid, naming the argument and where the character is, so
-// nothing unreadable is ever stored; tabs and line breaks pass.
-func TestControlCharactersRefusedOnTheWayIn(t *testing.T) {
+// argsSchema is argsIn's schema, resolved as the kit resolves a tool's.
+func argsSchema(t *testing.T) *jsonschema.Resolved {
+	t.Helper()
 	schema, err := jsonschema.For[argsIn](nil)
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +32,14 @@ func TestControlCharactersRefusedOnTheWayIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resolved
+}
+
+// OUT-1/OUT-2 on the way in: a control character in any string argument
+// is refused invalid, naming the argument and where the character is, so
+// nothing unreadable is ever stored; tabs and line breaks pass.
+func TestControlCharactersRefusedOnTheWayIn(t *testing.T) {
+	resolved := argsSchema(t)
 	for _, tc := range []struct {
 		args string
 		arg  string // "" for accepted
@@ -48,7 +55,7 @@ func TestControlCharactersRefusedOnTheWayIn(t *testing.T) {
 		{`{"title":"ok","nested":{"text":"\u0000"}}`, "nested.text"},
 	} {
 		var in argsIn
-		r := decodeArgs(json.RawMessage(tc.args), resolved, declaresDefaults(schema), &in)
+		r := decodeArgs(json.RawMessage(tc.args), resolved, declaresDefaults(resolved.Schema()), &in)
 		switch {
 		case tc.arg == "" && r != nil:
 			t.Errorf("%s refused: %s", tc.args, r.Sentence)
@@ -61,15 +68,8 @@ func TestControlCharactersRefusedOnTheWayIn(t *testing.T) {
 // Arguments decode to the same value whether the checked value is written
 // out and read again (a schema with defaults to fill in) or not.
 func TestArgumentsDecodeTheSameWithoutDefaults(t *testing.T) {
-	schema, err := jsonschema.For[argsIn](nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := schema.Resolve(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if declaresDefaults(schema) {
+	resolved := argsSchema(t)
+	if declaresDefaults(resolved.Schema()) {
 		t.Fatal("a schema without defaults is read as declaring some")
 	}
 	for _, args := range []string{`{"title":"t"}`, `{"title":"t","labels":["a","b"],"nested":{"text":"x"}}`, `{}`, ``, `null`} {
@@ -141,14 +141,7 @@ func TestPageLimit(t *testing.T) {
 // Arguments that are not an object are refused invalid in encoding/json's
 // words, which never quote the arguments back (the fast decoder's would).
 func TestArgumentsNotAnObjectRefused(t *testing.T) {
-	schema, err := jsonschema.For[argsIn](nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resolved, err := schema.Resolve(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resolved := argsSchema(t)
 	for args, kind := range map[string]string{`["sekrit-value"]`: "array", `"sekrit-value"`: "string", `42`: "number"} {
 		var in argsIn
 		r := decodeArgs(json.RawMessage(args), resolved, false, &in)
