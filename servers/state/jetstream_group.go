@@ -32,6 +32,9 @@ type appendGroup struct {
 	// stored counts the batches stored whole.
 	stored atomic.Uint64
 	prefix string // makes batch ids unique across the log's lives
+	// beforeCommit, when set (by tests only), runs as a batch's commit is
+	// about to be sent: the one moment a fault there can be timed.
+	beforeCommit func()
 }
 
 // groupedAppend is one caller's message, waiting to be appended.
@@ -212,6 +215,9 @@ func (l *JetStreamLog) publishAtomic(id string, batch []*groupedAppend) ([]uint6
 			continue
 		}
 		msg.Header.Set(hdrBatchCommit, "1")
+		if h := l.group.beforeCommit; h != nil {
+			h()
+		}
 		var err error
 		reply, err = l.requestOrClose(ctx, msg)
 		if err != nil {

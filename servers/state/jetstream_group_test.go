@@ -261,3 +261,22 @@ func TestQueuedAppendsWhenTheLogClosesAreNotAppended(t *testing.T) {
 		t.Fatal("a batch was stored by a closed log")
 	}
 }
+
+// A batch whose commit is under way when the log closes may or may not be
+// stored, and nobody is left to ask: every caller in it is told the log
+// closed, never that nothing was appended (which the node would report as
+// safe to retry); the node answers such a write unknown.
+func TestBatchCutAtItsCommitIsNotSaidUnappended(t *testing.T) {
+	l := openLog(t)
+	release := holdGroup(t, l)
+	l.group.beforeCommit = func() { _ = l.Close() }
+	const n = 30
+	res := make(chan []appended, 1)
+	go func() { res <- appendAll(background(n), l, messages(n, "op")) }()
+	release(n, nil)
+	for i, a := range <-res {
+		if !errors.Is(a.err, ErrLogClosed) || errors.Is(a.err, ErrNotAppended) {
+			t.Fatalf("append %d cut at its batch's commit: %+v, want the log closed and not nothing appended", i, a)
+		}
+	}
+}
