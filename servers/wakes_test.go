@@ -67,3 +67,14 @@ func TestWakesFeed(t *testing.T) {
 		t.Fatalf("a NUL cursor: %v", err)
 	}
 }
+
+// The rows one operation adds to a feed are numbered from 1 (the ".0001"
+// readers see at the end of an activity id), one more each time.
+func TestSeqNumbersFromOne(t *testing.T) {
+	var a servers.Apply
+	for want := 1; want <= 3; want++ {
+		if got := a.Seq(); got != want {
+			t.Fatalf("row %d numbered %d", want, got)
+		}
+	}
+}
