@@ -178,7 +178,7 @@ func (l *Leases) renew(ctx context.Context, seat string) {
 // watchLoop follows every node's leases into holders, starting over when
 // the watch breaks.
 func (l *Leases) watchLoop(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	retry := watchRetry(l.opts.Renew)
 	for ctx.Err() == nil {
 		if err := l.watch(ctx); err != nil && ctx.Err() == nil {
 			l.opts.Logger.Debug("state: the lease watch ended; starting it again", "err", err)
@@ -186,10 +186,15 @@ func (l *Leases) watchLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(retry.wait()):
 		}
-		backoff = min(backoff*2, l.opts.Renew)
 	}
+}
+
+// watchRetry is the lease watch's schedule for starting over: never
+// slower than a renewal, so holders are known again within one.
+func watchRetry(renew time.Duration) doubling {
+	return doubling{next: 100 * time.Millisecond, max: renew}
 }
 
 func (l *Leases) watch(ctx context.Context) error {

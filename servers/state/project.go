@@ -145,7 +145,7 @@ func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 // resumes from the last committed position, so no entry is skipped.
 func (n *Node) follow(ctx context.Context) {
 	defer n.followerW.Done()
-	backoff := 50 * time.Millisecond
+	retry := followRetry()
 	for ctx.Err() == nil {
 		err := n.log.Follow(ctx, n.pos.Load()+1, n.apply)
 		if ctx.Err() != nil {
@@ -155,11 +155,14 @@ func (n *Node) follow(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(retry.wait()):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
+
+// followRetry is the follower's schedule for starting over: soon after a
+// blip, and no more than every 5 s against a log that stays down.
+func followRetry() doubling { return doubling{next: 50 * time.Millisecond, max: 5 * time.Second} }
 
 // apply projects one log entry. Only an error of the projection's own store
 // is returned (and makes follow retry the entry); whatever is wrong with the
