@@ -100,3 +100,18 @@ func TestLogHandlerEnabledFollowsInner(t *testing.T) {
 		t.Fatal("Enabled does not follow the wrapped handler")
 	}
 }
+
+// A configured value too long to be found by its anchor byte (a private
+// key, a long token) is redacted from the log too, also when it is the
+// only value configured.
+func TestRedactSecretsFindsLongValues(t *testing.T) {
+	long := strings.Repeat("k3y-material-", 10) // past maxAnchored
+	if len(long) <= maxAnchored {
+		t.Fatalf("the value is %d bytes, not past %d", len(long), maxAnchored)
+	}
+	in := "loaded " + long + " from the store"
+	want := "loaded " + Redacted + " from the store"
+	if got := New(long).RedactSecrets(in); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+}

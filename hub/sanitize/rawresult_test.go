@@ -22,6 +22,7 @@ var onePassCases = []struct {
 	full bool
 }{
 	{name: "echo", raw: `{"content":[{"type":"text","text":"hello"}]}`},
+	{name: "texts", raw: `{"content":[{"type":"text","text":"one"},{"type":"text","text":"two token=abc"},{"type":"text","text":"three"}]}`},
 	{name: "empty content", raw: `{"content":[]}`},
 	{name: "escapes kept", raw: `{"content":[{"type":"text","text":"line one\nline two \"quoted\" \u00e9 \ud83d\ude00 \/"}]}`},
 	{name: "control stripped", raw: `{"content":[{"type":"text","text":"\u001b[31mred\u001b[0m and \u007f del"}]}`},
