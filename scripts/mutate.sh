@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 RULE_PACKAGES=(
 	authority                # principals, tokens, the refusal classes
 	servers                  # the servers kit: hints, the tool table, refusals, fences, the write path
-	servers/state:opid.go,node.go,project.go,rows.go  # the op_id, the op ledger, turn memory, the projection
+	servers/state:opid.go,node.go,project.go,rows.go,backoff.go  # the op_id, the op ledger, turn memory, the projection, its retry schedule
 	servers/upstream/launch  # ${VAR} resolution, optional keys, the child env, the restart schedule
 	hub/sanitize             # control characters, redaction, binary
 	hub/config               # checking a company document
