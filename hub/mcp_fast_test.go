@@ -138,6 +138,25 @@ func (s *seen) add(format string, args ...any) {
 	s.mu.Unlock()
 }
 
+// await takes what the client saw once it holds n lines, failing the
+// test if that many never come.
+func (s *seen) await(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		have := len(s.lines)
+		s.mu.Unlock()
+		if have >= n {
+			return s.take()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client saw %d notifications, want %d", have, n)
+		}
+		time.Sleep(5 * time.Millisecond) // polling what was seen, with a deadline
+	}
+}
+
 func (s *seen) take() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -212,6 +231,18 @@ func TestFastPathAnswersWhatTheSDKPathAnswers(t *testing.T) {
 	}
 
 	for _, version := range []string{"2025-11-25", "2026-07-28"} {
+		// notes is how many notifications the client sees for a call: two
+		// steps of progress when it asks for them, and the warning of the
+		// log tool where the client set a level (2026-07-28 sets none).
+		notes := func(name string, token bool) int {
+			switch {
+			case strings.HasSuffix(name, "_progress") && token:
+				return 2
+			case strings.HasSuffix(name, "_log") && version == "2025-11-25":
+				return 1
+			}
+			return 0
+		}
 		t.Run(version, func(t *testing.T) {
 			saw := &seen{}
 			cs := diffClient(t, th.url+"/operator/mcp", version, saw)
@@ -227,10 +258,10 @@ func TestFastPathAnswersWhatTheSDKPathAnswers(t *testing.T) {
 					if err != nil {
 						return "error: " + err.Error(), saw.take()
 					}
-					// Notifications may trail the result on their way to
-					// the handlers: give them a moment.
-					time.Sleep(20 * time.Millisecond)
-					return resultJSON(t, res), saw.take()
+					// Notifications may reach the client's handlers after
+					// the result: wait for as many as the call makes.
+					got := saw.await(t, notes(c.name, c.token != nil))
+					return resultJSON(t, res), got
 				}
 				slowRes, slowSaw := answer(false)
 				before := th.operator.fastCalls.Load()
