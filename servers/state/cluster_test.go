@@ -109,6 +109,7 @@ func TestFleet(t *testing.T) {
 	nodes := startFleet(t, 3, nil)
 	t.Run("SharesOneLog", func(t *testing.T) { testSharesOneLog(t, nodes) })
 	t.Run("FinishesAnOperationThroughAnotherNode", func(t *testing.T) { testFinishThroughAnotherNode(t, nodes) })
+	t.Run("OneOperationAppendedEverywhereAtOnce", func(t *testing.T) { testSameOpAtOnce(t, nodes) })
 	t.Run("Leases", func(t *testing.T) { testLeases(t, nodes) })
 	t.Run("TTLBucketsAreShared", func(t *testing.T) { testTTLBucketsShared(t, nodes) })
 	t.Run("Health", func(t *testing.T) { testHealth(t, nodes) })
@@ -258,6 +259,38 @@ func testFinishThroughAnotherNode(t *testing.T, nodes []*fleetNode) {
 		}
 		if v, ok := fn.node.Vouches(op.ID); !ok || v.Outcome != Applied || v.Position != got.Position {
 			t.Fatalf("%s vouches %+v %v", fn.name, v, ok)
+		}
+	}
+}
+
+// The same operation appended through every node at once (each node of a
+// fleet applying the same company, say) is stored once, and every append
+// is answered with its position: the server's "in process" answer to all
+// but the first is not taken for a refusal.
+func testSameOpAtOnce(t *testing.T, nodes []*fleetNode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for round := range 20 {
+		m := Message{ID: fmt.Sprintf("op-at-once-%d", round), Data: []byte(fmt.Sprintf("round %d", round))}
+		type answer struct {
+			pos []uint64
+			err error
+		}
+		answers := make([]answer, 2*len(nodes))
+		var wg conc.WaitGroup
+		for i := range answers {
+			wg.Go(func() {
+				pos, err := nodes[i%len(nodes)].log.Append(ctx, []Message{m})
+				answers[i] = answer{pos, err}
+			})
+		}
+		wg.Wait()
+		var first uint64
+		for i, a := range answers {
+			if a.err != nil || len(a.pos) != 1 || (first != 0 && a.pos[0] != first) {
+				t.Fatalf("round %d, append %d through %s: %v %v; want position %d", round, i, nodes[i%len(nodes)].name, a.pos, a.err, first)
+			}
+			first = a.pos[0]
 		}
 	}
 }

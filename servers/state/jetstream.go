@@ -339,24 +339,64 @@ func (l *JetStreamLog) send(m Message, stall time.Duration) (jetstream.PubAckFut
 // means m was not stored (ErrNotAppended); otherwise it is an unknown
 // outcome.
 func (l *JetStreamLog) await(ctx context.Context, f jetstream.PubAckFuture, m Message, refusalKnown bool) (uint64, error) {
+	for retries := 0; ; retries++ {
+		pos, again, err := l.awaitOnce(ctx, f, m, refusalKnown)
+		if !again || retries == inProcessRetries {
+			return pos, err
+		}
+		// The same operation (its op_id) is being stored through another
+		// node right now: sent again once it is, it is answered with its
+		// position; if that store failed, this one stores it.
+		select {
+		case <-time.After(inProcessWait):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-l.done:
+			return 0, ErrLogClosed
+		}
+		if f, err = l.send(m, stallWait(ctx)); err != nil {
+			// Not sent again, but the other store may still land.
+			return 0, err
+		}
+	}
+}
+
+// inProcessWait and inProcessRetries pace the sends of an operation whose
+// op_id the fleet is storing through another node: a store takes a
+// replication round trip, so a few tens of milliseconds settle it.
+const (
+	inProcessWait    = 20 * time.Millisecond
+	inProcessRetries = 100
+)
+
+// errCodeInProcess is the server's answer to a message whose id another
+// message, not yet stored, carries ("duplicate message id is in process").
+const errCodeInProcess = 10158
+
+// awaitOnce is one wait of await; again says the message should be sent
+// again (its id was in process elsewhere).
+func (l *JetStreamLog) awaitOnce(ctx context.Context, f jetstream.PubAckFuture, m Message, refusalKnown bool) (pos uint64, again bool, err error) {
 	select {
 	case ack := <-f.Ok():
-		return ack.Sequence, nil
+		return ack.Sequence, false, nil
 	case err := <-f.Err():
 		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInProcess {
+			return 0, true, err
+		}
 		if refusalKnown && errors.As(err, &apiErr) {
 			// The server answered, and its answer was no: not stored.
 			if fenceRefused(apiErr) && m.Fence != nil {
-				return 0, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
+				return 0, false, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
 			}
-			return 0, fmt.Errorf("%w: %w", ErrNotAppended, err)
+			return 0, false, fmt.Errorf("%w: %w", ErrNotAppended, err)
 		}
-		return 0, err
+		return 0, false, err
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return 0, false, ctx.Err()
 	case <-l.done:
 		// Sent, and maybe stored, but nobody is left to say.
-		return 0, ErrLogClosed
+		return 0, false, ErrLogClosed
 	}
 }
 
