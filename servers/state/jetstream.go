@@ -381,17 +381,19 @@ func (l *JetStreamLog) awaitOnce(ctx context.Context, f jetstream.PubAckFuture, 
 		return ack.Sequence, false, nil
 	case err := <-f.Err():
 		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInProcess {
+		switch {
+		case !errors.As(err, &apiErr):
+			return 0, false, err
+		case apiErr.ErrorCode == errCodeInProcess:
 			return 0, true, err
-		}
-		if refusalKnown && errors.As(err, &apiErr) {
+		case !refusalKnown:
+			return 0, false, err
+		case fenceRefused(apiErr) && m.Fence != nil:
 			// The server answered, and its answer was no: not stored.
-			if fenceRefused(apiErr) && m.Fence != nil {
-				return 0, false, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
-			}
+			return 0, false, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
+		default:
 			return 0, false, fmt.Errorf("%w: %w", ErrNotAppended, err)
 		}
-		return 0, false, err
 	case <-ctx.Done():
 		return 0, false, ctx.Err()
 	case <-l.done:
