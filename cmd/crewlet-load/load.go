@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,14 +22,15 @@ type target struct {
 	url    string
 	token  string // bearer token, "" for none
 	tool   string
-	direct bool // a baseline: the hub's rows of the same revision and baseline are compared with it
+	client string // clientSDK ("" too) or clientLean
+	direct bool   // a baseline: the hub's rows of the same revision and baseline are compared with it
 	// baseline names the direct row an echo row is compared with ("http",
 	// "session").
 	baseline string
 	// args gives the arguments of a session's n-th call; nil: the echo text.
 	args func(session, n int) map[string]any
 	// check judges an answer; nil: it must be the echo text.
-	check func(*mcp.CallToolResult) error
+	check func(answer) error
 	cpu   cpuRoles
 	// runtime is the hub's GET /debug/runtime, which says what the hub
 	// allocated during a measurement; "" on the direct path.
@@ -84,23 +86,59 @@ const echoText = "hello from crewlet-load"
 // client of that revision does.
 func connect(ctx context.Context, t target, n int, tr http.RoundTripper) ([]*mcp.ClientSession, error) {
 	hc := &http.Client{Transport: bearerRT{t.token, tr}}
-	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet-load", Version: "0"}, nil)
 	out := make([]*mcp.ClientSession, 0, n)
 	for range n {
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: t.url, HTTPClient: hc},
-			&mcp.ClientSessionOptions{ProtocolVersion: t.rev})
-		cancel()
+		cs, err := connectOne(ctx, t, hc)
 		if err != nil {
 			closeAll(out)
-			return nil, fmt.Errorf("%s (%s): connect: %w", t.path, t.rev, err)
-		}
-		if got := cs.InitializeResult().ProtocolVersion; t.rev != "" && got != t.rev {
-			_ = cs.Close()
-			closeAll(out)
-			return nil, fmt.Errorf("%s: asked for revision %s, the server chose %s", t.path, t.rev, got)
+			return nil, err
 		}
 		out = append(out, cs)
+	}
+	return out, nil
+}
+
+func connectOne(ctx context.Context, t target, hc *http.Client) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet-load", Version: "0"}, nil)
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: t.url, HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: t.rev})
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): connect: %w", t.path, t.rev, err)
+	}
+	if got := cs.InitializeResult().ProtocolVersion; t.rev != "" && got != t.rev {
+		_ = cs.Close()
+		return nil, fmt.Errorf("%s: asked for revision %s, the server chose %s", t.path, t.rev, got)
+	}
+	return cs, nil
+}
+
+// dial opens a row's n sessions with the row's client.
+func dial(ctx context.Context, t target, n int, tr http.RoundTripper) ([]caller, error) {
+	out := make([]caller, 0, n)
+	fail := func(err error) ([]caller, error) {
+		for _, c := range out {
+			c.close()
+		}
+		return nil, err
+	}
+	if t.client != clientLean {
+		ss, err := connect(ctx, t, n, tr)
+		if err != nil {
+			return nil, err
+		}
+		for _, cs := range ss {
+			out = append(out, sdkCaller{cs})
+		}
+		return out, nil
+	}
+	for k := range n {
+		c, err := leanDial(ctx, t, tr, t.argsOf(k, -1))
+		if err != nil {
+			return fail(err)
+		}
+		out = append(out, c)
 	}
 	return out, nil
 }
@@ -111,24 +149,31 @@ func closeAll(ss []*mcp.ClientSession) {
 	}
 }
 
-func callOnce(ctx context.Context, cs *mcp.ClientSession, t target, session, n int, timeout time.Duration) error {
+// clientName is the client of the row, as the table shows it.
+func (t target) clientName() string { return cmp.Or(t.client, clientSDK) }
+
+// argsOf is the arguments of a session's n-th call.
+func (t target) argsOf(session, n int) map[string]any {
+	if t.args != nil {
+		return t.args(session, n)
+	}
+	return map[string]any{"text": echoText}
+}
+
+func callOnce(ctx context.Context, c caller, t target, session, n int, timeout time.Duration) error {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	args := map[string]any{"text": echoText}
-	if t.args != nil {
-		args = t.args(session, n)
-	}
-	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: t.tool, Arguments: args})
+	a, err := c.call(cctx, t.tool, t.argsOf(session, n))
 	if err != nil {
 		return err
 	}
 	if t.check != nil {
-		return t.check(res)
+		return t.check(a)
 	}
-	if res.IsError || len(res.Content) != 1 {
-		return fmt.Errorf("%s answered an error or an unexpected result: %+v", t.tool, res.Content)
+	if a.isError || len(a.content) != 1 {
+		return fmt.Errorf("%s answered an error or an unexpected result: %+v", t.tool, a.content)
 	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); !ok || tc.Text != echoText {
+	if c := a.content[0]; c.kind != "text" || c.text != echoText {
 		return fmt.Errorf("%s answered something other than its text", t.tool)
 	}
 	return nil
@@ -139,11 +184,15 @@ func callOnce(ctx context.Context, cs *mcp.ClientSession, t target, session, n i
 // duration is over or maxCalls calls were started.
 func measure(ctx context.Context, t target, n int, o loadOptions) (measurement, error) {
 	m := measurement{target: t, sessions: n}
-	sessions, err := connect(ctx, t, n, o.transport)
+	sessions, err := dial(ctx, t, n, o.transport)
 	if err != nil {
 		return m, err
 	}
-	defer closeAll(sessions)
+	defer func() {
+		for _, c := range sessions {
+			c.close()
+		}
+	}()
 	// One call per session before the clock starts: connections are open
 	// and the path is proven to work, so a broken setup fails here with its
 	// own error instead of as a row of failures.

@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string) (err error) {
 	hubBin := fs.String("hub-binary", "", "the crewlet binary; default: crewlet beside this binary, then on PATH, then `go build ./cmd/crewlet` from the current module")
 	duration := fs.Duration("duration", 10*time.Second, "how long each measurement runs")
 	sessionList := fs.String("sessions", "1,8,64", "concurrency levels of the forward and first-party sections: how many client sessions call at once")
+	clientList := fs.String("clients", clientSDK, "the clients the calls are made with, each measured: "+clientSDK+" (the go-sdk client, reading each answer as it does) or "+clientLean+" (the same requests on go-sdk sessions, each answer read once, so the client's decoding does not crowd the server out of the cores)")
 	revList := fs.String("revisions", rev2025+","+rev2026, "the protocol revisions the client sessions speak, each measured")
 	sectionList := fs.String("sections", strings.Join([]string{secForward, secFirstParty, secTracker, secIdle}, ","), "what to measure")
 	writeSessions := fs.Int("write-sessions", 64, "sessions calling create_work_item at once (tracker section)")
@@ -89,6 +90,21 @@ func run(ctx context.Context, args []string) (err error) {
 	revs, err := parseRevisions(*revList)
 	if err != nil {
 		return err
+	}
+	clients, err := parseClients(*clientList)
+	if err != nil {
+		return err
+	}
+	// eachClient makes a row of every target for every client measured.
+	eachClient := func(ts ...target) []target {
+		var out []target
+		for _, t := range ts {
+			for _, c := range clients {
+				t.client = c
+				out = append(out, t)
+			}
+		}
+		return out
 	}
 	sections := map[string]bool{}
 	for s := range strings.SplitSeq(*sectionList, ",") {
@@ -239,7 +255,7 @@ func run(ctx context.Context, args []string) (err error) {
 					target{path: "direct session", rev: rev, url: sessionURL, tool: "echo", direct: true, baseline: "session", cpu: cpuRoles{upstream: echoPID}},
 					viaSession)
 			}
-			groups = append(groups, g)
+			groups = append(groups, eachClient(g...))
 		}
 	}
 	var key string
@@ -255,7 +271,7 @@ func run(ctx context.Context, args []string) (err error) {
 			gw := hubTarget("hub get_work_item", rev, "get_work_item", 0)
 			gw.args = func(int, int) map[string]any { return map[string]any{"key": key} }
 			gw.check = succeeded
-			groups = append(groups, []target{lp, gw})
+			groups = append(groups, eachClient(lp, gw))
 		}
 	}
 	// profiled names a hub row's profiles.
@@ -290,7 +306,7 @@ func run(ctx context.Context, args []string) (err error) {
 						printTable(os.Stdout, rows)
 						return err
 					}
-					fmt.Printf("  %-18s %s x%-3d round %d: %9.0f calls/s\n", t.path, t.rev, n, r+1, m.rate())
+					fmt.Printf("  %-18s %s %s x%-3d round %d: %9.0f calls/s\n", t.path, t.rev, t.clientName(), n, r+1, m.rate())
 					all[k] = append(all[k], m)
 					tr.CloseIdleConnections()
 				}
@@ -310,18 +326,19 @@ func run(ctx context.Context, args []string) (err error) {
 			lw := hubTarget("hub list_work_items", rev, "list_work_items", 0)
 			lw.args = func(int, int) map[string]any { return map[string]any{"limit": 50} }
 			lw.check = listedAtLeast(50)
-			for _, w := range []struct {
-				t target
-				n int
-			}{{cw, *writeSessions}, {lw, *listSessions}} {
+			for _, t := range eachClient(cw, lw) {
+				n := *writeSessions
+				if t.tool == "list_work_items" {
+					n = *listSessions
+				}
 				var ms []measurement
 				for r := range *rounds {
-					m, err := runRow(w.t, w.n, r)
+					m, err := runRow(t, n, r)
 					if err != nil {
 						printTable(os.Stdout, rows)
 						return err
 					}
-					fmt.Printf("  %-18s %s x%-3d round %d: %9.0f calls/s\n", w.t.path, w.t.rev, w.n, r+1, m.rate())
+					fmt.Printf("  %-18s %s %s x%-3d round %d: %9.0f calls/s\n", t.path, t.rev, t.clientName(), n, r+1, m.rate())
 					ms = append(ms, m)
 					tr.CloseIdleConnections()
 				}
@@ -345,27 +362,22 @@ func run(ctx context.Context, args []string) (err error) {
 func noArgs(int, int) map[string]any { return map[string]any{} }
 
 // succeeded accepts any answer that is not a failure.
-func succeeded(res *mcp.CallToolResult) error {
-	if res.IsError {
-		return fmt.Errorf("refused: %s", textOfResult(res))
+func succeeded(a answer) error {
+	if a.isError {
+		return fmt.Errorf("refused: %s", a.text())
 	}
 	return nil
 }
 
 // listedAtLeast accepts a list_work_items answer of at least n items, so a
 // list is measured at the length asked for.
-func listedAtLeast(n int) func(*mcp.CallToolResult) error {
-	return func(res *mcp.CallToolResult) error {
-		if err := succeeded(res); err != nil {
+func listedAtLeast(n int) func(answer) error {
+	return func(a answer) error {
+		if err := succeeded(a); err != nil {
 			return err
 		}
-		// Read as the client decoded it: writing the page out again to
-		// decode it once more cost the load generator a fifth of its CPU,
-		// which the hub's rows then paid for on the shared cores.
-		m, _ := res.StructuredContent.(map[string]any)
-		items, _ := m["items"].([]any)
-		if len(items) < n {
-			return fmt.Errorf("listed %d items, not %d", len(items), n)
+		if a.items < n {
+			return fmt.Errorf("listed %d items, not %d", max(a.items, 0), n)
 		}
 		return nil
 	}
@@ -389,6 +401,19 @@ func fileItem(ctx context.Context, t target, tr http.RoundTripper, timeout time.
 		return "", fmt.Errorf("filing the item to read: %s", textOfResult(res))
 	}
 	return key, nil
+}
+
+func parseClients(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case clientSDK, clientLean:
+			out = append(out, f)
+		default:
+			return nil, fmt.Errorf("--clients: %q is neither %s nor %s", f, clientSDK, clientLean)
+		}
+	}
+	return out, nil
 }
 
 func parseRevisions(s string) ([]string, error) {

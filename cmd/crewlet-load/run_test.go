@@ -131,6 +131,8 @@ func TestPrintTable(t *testing.T) {
 	viaHub := target{path: "hub -> http", rev: rev2025, token: "x", tool: hubHTTPTool, baseline: "http", cpu: cpuRoles{hub: 1, upstream: 2}}
 	other := viaHub
 	other.rev = rev2026 // no direct row on this revision
+	lean := viaHub
+	lean.client = clientLean
 	read := target{path: "hub list_projects", rev: rev2025, token: "x", tool: "list_projects", baseline: "http", cpu: cpuRoles{hub: 1}}
 	rows := []measurement{
 		{target: direct, sessions: 1, calls: 1000, elapsed: time.Second, p50: 900 * time.Microsecond, p99: 4712345 * time.Nanosecond,
@@ -141,21 +143,23 @@ func TestPrintTable(t *testing.T) {
 		{target: viaHub, sessions: 8, calls: 100, elapsed: time.Second}, // no direct row at 8
 		{target: other, sessions: 1, calls: 100, elapsed: time.Second},
 		{target: read, sessions: 1, calls: 100, elapsed: time.Second, p50: time.Millisecond, cpu: cpuUse{hub: 10 * time.Millisecond}},
+		{target: lean, sessions: 1, calls: 100, elapsed: time.Second}, // the direct row is another client's
 	}
 	var b strings.Builder
 	printTable(&b, rows)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 6 {
+	if len(lines) != 7 {
 		t.Fatalf("table:\n%s", b.String())
 	}
 	fields := func(i int) string { return strings.Join(strings.Fields(lines[i]), " ") }
 	for i, want := range []string{
-		"path revision sessions calls/s p50 p99 failed hub/direct +p50 CPU µs/call: client hub upstream hub allocs/call hub KiB/call",
-		"direct http 2025-11-25 1 1000 900µs 4.71ms 0 - - 200 - 100 - -",
-		"hub -> http 2025-11-25 1 600 1.7ms 4ms 2 0.60 800µs 200 500 100 100 2.0",
-		"hub -> http 2025-11-25 8 100 0s 0s 0 - - 0 0 0 - -",
-		"hub -> http 2026-07-28 1 100 0s 0s 0 - - 0 0 0 - -",
-		"hub list_projects 2025-11-25 1 100 1ms 0s 0 - - 0 100 - - -",
+		"path revision client sessions calls/s p50 p99 failed hub/direct +p50 CPU µs/call: client hub upstream hub allocs/call hub KiB/call",
+		"direct http 2025-11-25 go-sdk 1 1000 900µs 4.71ms 0 - - 200 - 100 - -",
+		"hub -> http 2025-11-25 go-sdk 1 600 1.7ms 4ms 2 0.60 800µs 200 500 100 100 2.0",
+		"hub -> http 2025-11-25 go-sdk 8 100 0s 0s 0 - - 0 0 0 - -",
+		"hub -> http 2026-07-28 go-sdk 1 100 0s 0s 0 - - 0 0 0 - -",
+		"hub list_projects 2025-11-25 go-sdk 1 100 1ms 0s 0 - - 0 100 - - -",
+		"hub -> http 2025-11-25 lean 1 100 0s 0s 0 - - 0 0 0 - -",
 	} {
 		if got := fields(i); got != want {
 			t.Errorf("line %d:\n got %s\nwant %s", i, got, want)
@@ -196,25 +200,30 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 	stdout := os.Stdout
 	os.Stdout = out
 	err = run(context.Background(), []string{"--hub-binary", hubBin, "--duration", "300ms", "--sessions", "1,4", "--max-calls", "200",
-		"--write-sessions", "4", "--list-sessions", "2", "--idle-sessions", "20"})
+		"--write-sessions", "4", "--list-sessions", "2", "--idle-sessions", "20", "--clients", "go-sdk,lean"})
 	os.Stdout = stdout
 	printed, _ := os.ReadFile(out.Name())
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, printed)
 	}
-	rowRe := regexp.MustCompile(`(?m)^\s*(direct http|hub -> http|hub -> stdio|direct session|hub -> session|hub \w+)\s+(\d{4}-\d\d-\d\d)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(\S+)`)
+	rowRe := regexp.MustCompile(`(?m)^\s*(direct http|hub -> http|hub -> stdio|direct session|hub -> session|hub \w+)\s+(\d{4}-\d\d-\d\d)\s+(go-sdk|lean)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(\S+)`)
 	rows := rowRe.FindAllStringSubmatch(string(printed), -1)
-	// Per concurrency: five echo rows on 2025-11-25 and three on
-	// 2026-07-28, two first-party reads on each; then a write and a list
-	// on each revision.
-	if want := 2*(5+3+2+2) + 4; len(rows) != want {
+	// Per client and concurrency: five echo rows on 2025-11-25 and three
+	// on 2026-07-28, two first-party reads on each; then a write and a
+	// list on each revision.
+	if want := 2 * (2*(5+3+2+2) + 4); len(rows) != want {
 		t.Fatalf("%d table rows, want %d:\n%s", len(rows), want, printed)
 	}
+	clients := map[string]int{}
 	for _, r := range rows {
+		clients[r[3]]++
 		echo := strings.Contains(r[1], "->")
-		if r[4] == "0" || r[5] != "0" || echo != (r[6] != "-") {
-			t.Errorf("row %q: calls/s %s, failed %s, hub/direct %s", r[1]+" "+r[2]+" x"+r[3], r[4], r[5], r[6])
+		if r[5] == "0" || r[6] != "0" || echo != (r[7] != "-") {
+			t.Errorf("row %q: calls/s %s, failed %s, hub/direct %s", r[1]+" "+r[2]+" "+r[3]+" x"+r[4], r[5], r[6], r[7])
 		}
+	}
+	if clients[clientSDK] != len(rows)/2 || clients[clientLean] != len(rows)/2 {
+		t.Errorf("rows per client %v, want half each", clients)
 	}
 	// Twenty sessions are too few to weigh against the heap's noise: only
 	// that the line is there is checked.
@@ -226,9 +235,9 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 	}
 }
 
-// The list rows' check reads the page as the go-sdk client decoded it off
-// the wire: a page shorter than asked for, a refusal and an answer with no
-// structured content all fail the call.
+// The list rows' check, on the page as either client read it off the wire:
+// a page shorter than asked for, a refusal and an answer with no structured
+// content all fail the call, and the two readers agree on every answer.
 func TestListedAtLeast(t *testing.T) {
 	page := func(n int) string {
 		items := strings.TrimSuffix(strings.Repeat(`{"key":"CORE-1"},`, n), ",")
@@ -244,14 +253,22 @@ func TestListedAtLeast(t *testing.T) {
 		{page(0), false},
 		{`{"content":[{"type":"text","text":"no such project"}],"isError":true}`, false},
 		{`{"content":[{"type":"text","text":"page"}]}`, false},
+		{`{"content":[],"structuredContent":{"items":null}}`, false},
 		{`{"content":[],"structuredContent":{"items":{"key":"CORE-1"}}}`, false},
 	} {
 		var res mcp.CallToolResult
 		if err := json.Unmarshal([]byte(c.wire), &res); err != nil {
 			t.Fatal(err)
 		}
-		if err := listedAtLeast(50)(&res); (err == nil) != c.ok {
-			t.Errorf("%.60s...: %v, want ok=%v", c.wire, err, c.ok)
+		if err := listedAtLeast(50)(answerOf(&res)); (err == nil) != c.ok {
+			t.Errorf("go-sdk: %.60s...: %v, want ok=%v", c.wire, err, c.ok)
+		}
+		a, err := readReply("application/json", []byte(`{"jsonrpc":"2.0","id":7,"result":`+c.wire+`}`), "7")
+		if err == nil {
+			err = listedAtLeast(50)(a)
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("lean: %.60s...: %v, want ok=%v", c.wire, err, c.ok)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // printTable prints every row, and for each hub row that calls the echo
 // the ratio of its calls/s to its direct baseline (same revision, same
-// sessions, same kind of upstream) and what the hub added to the median
+// client, same sessions, same kind of upstream) and what the hub added to the median
 // latency.
 func printTable(out io.Writer, rows []measurement) {
 	if len(rows) == 0 {
@@ -17,21 +17,22 @@ func printTable(out io.Writer, rows []measurement) {
 	}
 	type key struct {
 		rev      string
+		client   string
 		sessions int
 		baseline string
 	}
 	direct := map[key]measurement{}
 	for _, m := range rows {
 		if m.target.direct {
-			direct[key{m.target.rev, m.sessions, m.target.baseline}] = m
+			direct[key{m.target.rev, m.target.clientName(), m.sessions, m.target.baseline}] = m
 		}
 	}
 	fmt.Fprintln(out)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "path\trevision\tsessions\tcalls/s\tp50\tp99\tfailed\thub/direct\t+p50\tCPU µs/call: client\thub\tupstream\thub allocs/call\thub KiB/call\t")
+	fmt.Fprintln(w, "path\trevision\tclient\tsessions\tcalls/s\tp50\tp99\tfailed\thub/direct\t+p50\tCPU µs/call: client\thub\tupstream\thub allocs/call\thub KiB/call\t")
 	for _, m := range rows {
 		ratio, added := "-", "-"
-		if d, ok := direct[key{m.target.rev, m.sessions, m.target.baseline}]; ok && !m.target.direct && isEcho(m.target) {
+		if d, ok := direct[key{m.target.rev, m.target.clientName(), m.sessions, m.target.baseline}]; ok && !m.target.direct && isEcho(m.target) {
 			ratio = fmt.Sprintf("%.2f", m.rate()/d.rate())
 			added = round(m.p50 - d.p50).String()
 		}
@@ -47,7 +48,7 @@ func printTable(out io.Writer, rows []measurement) {
 		if m.target.cpu.upstream != 0 {
 			upstream = perCall(m.cpu.upstream, m.calls)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.target.path, m.target.rev, m.sessions, m.rate(),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%.0f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", m.target.path, m.target.rev, m.target.clientName(), m.sessions, m.rate(),
 			round(m.p50), round(m.p99), m.failed, ratio, added, perCall(m.cpu.client, m.calls), hubCPU, upstream, objs, kib)
 	}
 	_ = w.Flush()
