@@ -56,7 +56,7 @@ func column(r pebble.Reader, proj, status string) ([]summary, error) {
 			continue
 		}
 		var s summary
-		found, err := state.GetJSON(r, kSummary+itemKey(proj, n), &s)
+		found, err := indexedSummary(r, it.Value(), proj, n, &s)
 		if err != nil {
 			it.Close()
 			return nil, err

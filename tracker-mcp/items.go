@@ -554,7 +554,7 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		// back out if the filters drop it.
 		out.Items = append(out.Items, summary{})
 		sm := &out.Items[len(out.Items)-1]
-		found, err := state.GetJSON(r, kSummary+itemKey(pk, n), sm)
+		found, err := indexedSummary(r, it.Value(), pk, n, sm)
 		if err != nil {
 			return listOut{}, err
 		}

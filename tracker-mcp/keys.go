@@ -81,6 +81,17 @@ func (it *item) indexKeys() []string {
 	return keys
 }
 
+// indexedSummary is the summary of the item a list index row files: the
+// row's own value, or, for a row written before index rows carried one,
+// the summary's row. found is false when the item has no summary.
+func indexedSummary(r pebble.Reader, row []byte, proj string, n int, sm *summary) (found bool, err error) {
+	key := kSummary + itemKey(proj, n)
+	if len(row) > 0 {
+		return true, state.DecodeJSON(key, row, sm)
+	}
+	return state.GetJSON(r, key, sm)
+}
+
 // eachJSON decodes every row under prefix, in key order, into fn.
 func eachJSON[T any](r pebble.Reader, prefix string, fn func(T)) error {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: state.Upper(prefix)})

@@ -95,11 +95,21 @@ func (a *applier) putItem(old, it *item) error {
 	if err := state.SetJSON(a.B, kItem+it.Key, it); err != nil {
 		return err
 	}
-	if err := state.SetJSON(a.B, kSummary+it.Key, it.summary()); err != nil {
+	sum, err := state.EncodeJSON(it.summary())
+	if err != nil {
 		return err
 	}
+	if err := a.B.Set([]byte(kSummary+it.Key), sum, nil); err != nil {
+		return err
+	}
+	// A list index row carries the summary too, so a list reads its page
+	// off the index it walks instead of reading each summary's own row.
 	for _, k := range it.indexKeys() {
-		if err := a.B.Set([]byte(k), nil, nil); err != nil {
+		var v []byte
+		if !strings.HasPrefix(k, kIxChild) {
+			v = sum
+		}
+		if err := a.B.Set([]byte(k), v, nil); err != nil {
 			return err
 		}
 	}

@@ -106,7 +106,7 @@ func readQueue(r pebble.Reader, seat string) ([]summary, error) {
 			continue
 		}
 		var sum summary
-		found, err := state.GetJSON(r, kSummary+itemKey(proj, n), &sum)
+		found, err := indexedSummary(r, it.Value(), proj, n, &sum)
 		if err != nil {
 			it.Close()
 			return nil, err

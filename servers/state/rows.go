@@ -9,7 +9,7 @@ import (
 )
 
 // First-party servers keep their projection rows as JSON under string keys
-// of their own prefix; these are the three ways every one of them reads and
+// of their own prefix; these are how every one of them reads and
 // writes such rows. Every read of a first-party tool decodes rows, so they
 // go through segmentio's encoding/json (the go-sdk's own): the same
 // behaviour as the standard library's, at about a fifth of its CPU for a
@@ -27,20 +27,30 @@ func GetJSON(r pebble.Reader, key string, v any) (found bool, err error) {
 		return false, err
 	}
 	defer closer.Close()
+	return true, DecodeJSON(key, b, v)
+}
+
+// DecodeJSON decodes a row read at key (by an iterator, or as another row's
+// value) into v, as GetJSON does.
+func DecodeJSON(key string, b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
-		return false, fmt.Errorf("decode %q: %w", key, err)
+		return fmt.Errorf("decode %q: %w", key, err)
 	}
-	return true, nil
+	return nil
 }
 
 // SetJSON writes v as the row at key in b.
 func SetJSON(b *pebble.Batch, key string, v any) error {
-	data, err := json.Marshal(v)
+	data, err := EncodeJSON(v)
 	if err != nil {
 		return err
 	}
 	return b.Set([]byte(key), data, nil)
 }
+
+// EncodeJSON is v as SetJSON writes it, for a value written under more
+// than one key.
+func EncodeJSON(v any) ([]byte, error) { return json.Marshal(v) }
 
 // Upper is the exclusive upper bound of every key starting with prefix;
 // keys are text, so no key of the prefix holds the byte 0xff.
