@@ -76,6 +76,10 @@ type loadOptions struct {
 	maxCalls    int64         // across all sessions
 	callTimeout time.Duration // per call
 	transport   *http.Transport
+	// stalled, if set, is called (from a timer's goroutine) when a call has
+	// gone unanswered for stallAfter, while it still waits.
+	stalled    func()
+	stallAfter time.Duration
 }
 
 const echoText = "hello from crewlet-load"
@@ -220,8 +224,15 @@ func measure(ctx context.Context, t target, n int, o loadOptions) (measurement, 
 				// The call gets its own bound, not runCtx's: a call in
 				// flight when the duration ends is let finish, so the
 				// end of the window is not counted as a failure.
+				var watch *time.Timer
+				if o.stalled != nil {
+					watch = time.AfterFunc(o.stallAfter, o.stalled)
+				}
 				err := callOnce(ctx, cs, t, k, i, o.callTimeout)
 				d := time.Since(t0)
+				if watch != nil {
+					watch.Stop()
+				}
 				if err != nil {
 					if ctx.Err() != nil {
 						break

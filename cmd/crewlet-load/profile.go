@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -104,4 +105,17 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// saveStall saves what the hub's goroutines and this process's are doing
+// while a call goes unanswered, as NAME.stall.hub.txt and
+// NAME.stall.client.txt: which side holds the call.
+func saveStall(ctx context.Context, addr, name string) error {
+	hubErr := fetchTo(ctx, "http://"+addr+"/debug/pprof/goroutine?debug=2", name+".stall.hub.txt", 10*time.Second)
+	f, err := os.Create(name + ".stall.client.txt")
+	if err != nil {
+		return errors.Join(hubErr, err)
+	}
+	err = pprof.Lookup("goroutine").WriteTo(f, 2)
+	return errors.Join(hubErr, err, f.Close())
 }

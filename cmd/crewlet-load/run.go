@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,6 +74,7 @@ func run(ctx context.Context, args []string) (err error) {
 	rounds := fs.Int("rounds", 1, "measure every row this many times, interleaved, and report the round with the median calls/s (for a noisy machine)")
 	var hubEnv listFlag
 	fs.Var(&hubEnv, "hub-env", "KEY=VALUE added to the hub's environment only, e.g. GOGC=400 (repeatable)")
+	stallAfter := fs.Duration("stall-after", 2*time.Second, "with --profile: a call unanswered this long saves the goroutines of the hub and of this process, once per row (NAME.stall.hub.txt, NAME.stall.client.txt)")
 	profile := fs.String("profile", "", "a directory: a hub built with -tags pprof is asked for a CPU and an allocation profile of every hub row, saved there")
 	keep := fs.Bool("keep", false, "keep the temporary directory (company file, hub log)")
 	if err := fs.Parse(args); err != nil {
@@ -285,7 +287,21 @@ func run(ctx context.Context, args []string) (err error) {
 		if pprofAddr != "" && !t.direct {
 			prof = startProfiles(ctx, pprofAddr, profiled(t, n, round), *duration)
 		}
-		m, err := measure(ctx, t, n, opts)
+		o := opts
+		if pprofAddr != "" {
+			var once sync.Once
+			name := profiled(t, n, round)
+			o.stallAfter = *stallAfter
+			o.stalled = func() {
+				once.Do(func() {
+					fmt.Fprintf(os.Stderr, "crewlet-load: a call of %s went unanswered for %s; goroutines saved in %s.stall.*.txt\n", t.path, *stallAfter, name)
+					if err := saveStall(ctx, pprofAddr, name); err != nil {
+						fmt.Fprintf(os.Stderr, "crewlet-load: saving the goroutines: %v\n", err)
+					}
+				})
+			}
+		}
+		m, err := measure(ctx, t, n, o)
 		if prof != nil {
 			if perr := prof.wait(); perr != nil {
 				fmt.Fprintf(os.Stderr, "crewlet-load: profile of %s: %v\n", t.path, perr)
