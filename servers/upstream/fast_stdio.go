@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/crewlet/hub/servers/rawjson"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,6 +26,19 @@ type stdioLink struct {
 	dm *demux
 }
 
+// A call whose answer is late gets the child pinged, on a doubling
+// schedule. A server built with Go 1.26 or later can stop for good with a
+// request read and its answer unwritten, its only busy thread parked in a
+// blocking read of stdin, until more input arrives: with go-sdk's stdio
+// server about once in 6,000 to 500,000 calls made one at a time here,
+// never with the same server built with Go 1.25. Any line wakes it; a ping
+// is one every MCP server must answer, and its answer is claimed here
+// like a fast call's, so the SDK never sees it.
+const (
+	nudgeFirst = 500 * time.Millisecond
+	nudgeMax   = 15 * time.Second
+)
+
 func (l *stdioLink) call(ctx context.Context, id, _ string, req []byte) (json.RawMessage, error) {
 	ch, err := l.dm.expect(id)
 	if err != nil {
@@ -33,14 +48,33 @@ func (l *stdioLink) call(ctx context.Context, id, _ string, req []byte) (json.Ra
 	if err := l.w.writeLine(req); err != nil {
 		return nil, errLinkBroken
 	}
-	select {
-	case msg, ok := <-ch:
-		if !ok {
-			return nil, errLinkBroken
+	var pings []string
+	defer func() {
+		for _, p := range pings {
+			l.dm.forget(p)
 		}
-		return answerOf(msg, id)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	}()
+	next := nudgeFirst
+	wait := time.NewTimer(next)
+	defer wait.Stop()
+	for {
+		select {
+		case msg, ok := <-ch:
+			if !ok {
+				return nil, errLinkBroken
+			}
+			return answerOf(msg, id)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-wait.C:
+			p := id + "-ping-" + strconv.Itoa(len(pings)+1)
+			if _, err := l.dm.expect(p); err == nil {
+				pings = append(pings, p)
+				_ = l.w.writeLine([]byte(`{"jsonrpc":"2.0","id":"` + p + `","method":"ping"}`))
+			}
+			next = min(2*next, nudgeMax)
+			wait.Reset(next)
+		}
 	}
 }
 
