@@ -89,11 +89,11 @@ func run(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	revs, err := parseRevisions(*revList)
+	revs, err := parseEither("revisions", *revList, rev2025, rev2026)
 	if err != nil {
 		return err
 	}
-	clients, err := parseClients(*clientList)
+	clients, err := parseEither("clients", *clientList, clientSDK, clientLean)
 	if err != nil {
 		return err
 	}
@@ -419,27 +419,15 @@ func fileItem(ctx context.Context, t target, tr http.RoundTripper, timeout time.
 	return key, nil
 }
 
-func parseClients(s string) ([]string, error) {
+// parseEither reads a comma-separated flag whose every word is a or b.
+func parseEither(flag, s, a, b string) ([]string, error) {
 	var out []string
 	for f := range strings.SplitSeq(s, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case clientSDK, clientLean:
+		case a, b:
 			out = append(out, f)
 		default:
-			return nil, fmt.Errorf("--clients: %q is neither %s nor %s", f, clientSDK, clientLean)
-		}
-	}
-	return out, nil
-}
-
-func parseRevisions(s string) ([]string, error) {
-	var out []string
-	for f := range strings.SplitSeq(s, ",") {
-		switch f = strings.TrimSpace(f); f {
-		case rev2025, rev2026:
-			out = append(out, f)
-		default:
-			return nil, fmt.Errorf("--revisions: %q is neither %s nor %s", f, rev2025, rev2026)
+			return nil, fmt.Errorf("--%s: %q is neither %s nor %s", flag, f, a, b)
 		}
 	}
 	return out, nil

@@ -84,6 +84,8 @@ func TestRunRefusesBadArguments(t *testing.T) {
 		{"--sessions", "0"},
 		{"--sessions", "1,x"},
 		{"--rounds", "0"},
+		{"--revisions", "2024-11-05"},
+		{"--clients", "go-sdk,fast"},
 		{"--duration", "soon"},
 		{"--hub-env", "NOEQUALS"},
 		{"--no-such-flag"},
