@@ -87,7 +87,8 @@ func (it *item) indexKeys() []string {
 func indexedSummary(r pebble.Reader, row []byte, proj string, n int, sm *summary) (found bool, err error) {
 	key := kSummary + itemKey(proj, n)
 	if len(row) > 0 {
-		return true, state.DecodeJSON(key, row, sm)
+		err := state.DecodeJSON(key, row, sm)
+		return err == nil, err
 	}
 	return state.GetJSON(r, key, sm)
 }

@@ -27,7 +27,10 @@ func GetJSON(r pebble.Reader, key string, v any) (found bool, err error) {
 		return false, err
 	}
 	defer closer.Close()
-	return true, DecodeJSON(key, b, v)
+	if err := DecodeJSON(key, b, v); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // DecodeJSON decodes a row read at key (by an iterator, or as another row's
