@@ -43,7 +43,7 @@ func TestMeasureReportsAStalledCall(t *testing.T) {
 			}
 			return map[string]any{"text": "go"}
 		},
-		check: func(a answer) error { return nil }}
+		check: succeeded}
 	m, err := measure(context.Background(), tg, 1, loadOptions{duration: 10 * time.Second, maxCalls: 10, callTimeout: 5 * time.Second, transport: tr,
 		stallAfter: 100 * time.Millisecond,
 		stalled: func() {
@@ -87,5 +87,32 @@ func TestSaveStall(t *testing.T) {
 	}
 	if _, err := os.Stat(name2 + ".stall.client.txt"); err != nil {
 		t.Error(err)
+	}
+}
+
+// Every row of a run saves its profiles under a name of its own: the rows
+// of the two clients, the revisions, the sessions and the rounds apart.
+func TestProfileNamesDoNotCollide(t *testing.T) {
+	base := target{path: "hub -> stdio", rev: rev2025}
+	lean := base
+	lean.client = clientLean
+	other := base
+	other.rev = rev2026
+	seen := map[string]string{}
+	for _, c := range []struct {
+		what  string
+		t     target
+		n, rd int
+	}{
+		{"go-sdk", base, 1, 0}, {"lean", lean, 1, 0}, {"2026", other, 1, 0}, {"x8", base, 8, 0}, {"round 2", base, 1, 1},
+	} {
+		name := profileName("/p", c.t, c.n, c.rd)
+		if prev, dup := seen[name]; dup {
+			t.Errorf("%s and %s share %s", prev, c.what, name)
+		}
+		seen[name] = c.what
+	}
+	if got := profileName("/p", lean, 1, 0); got != "/p/hub-stdio-2025-11-25-lean-x1-r1" {
+		t.Errorf("name %s", got)
 	}
 }

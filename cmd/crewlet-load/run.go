@@ -277,10 +277,7 @@ func run(ctx context.Context, args []string) (err error) {
 		}
 	}
 	// profiled names a hub row's profiles.
-	profiled := func(t target, n, round int) string {
-		name := strings.NewReplacer(" -> ", "-", " ", "-").Replace(t.path)
-		return filepath.Join(*profile, fmt.Sprintf("%s-%s-x%d-r%d", name, t.rev, n, round+1))
-	}
+	profiled := func(t target, n, round int) string { return profileName(*profile, t, n, round) }
 	var rows []measurement
 	runRow := func(t target, n, round int) (measurement, error) {
 		var prof *profiling
@@ -342,23 +339,24 @@ func run(ctx context.Context, args []string) (err error) {
 			lw := hubTarget("hub list_work_items", rev, "list_work_items", 0)
 			lw.args = func(int, int) map[string]any { return map[string]any{"limit": 50} }
 			lw.check = listedAtLeast(50)
-			for _, t := range eachClient(cw, lw) {
-				n := *writeSessions
-				if t.tool == "list_work_items" {
-					n = *listSessions
-				}
-				var ms []measurement
-				for r := range *rounds {
-					m, err := runRow(t, n, r)
-					if err != nil {
-						printTable(os.Stdout, rows)
-						return err
+			for _, w := range []struct {
+				t target
+				n int
+			}{{cw, *writeSessions}, {lw, *listSessions}} {
+				for _, t := range eachClient(w.t) {
+					var ms []measurement
+					for r := range *rounds {
+						m, err := runRow(t, w.n, r)
+						if err != nil {
+							printTable(os.Stdout, rows)
+							return err
+						}
+						fmt.Printf("  %-18s %s %s x%-3d round %d: %9.0f calls/s\n", t.path, t.rev, t.clientName(), w.n, r+1, m.rate())
+						ms = append(ms, m)
+						tr.CloseIdleConnections()
 					}
-					fmt.Printf("  %-18s %s %s x%-3d round %d: %9.0f calls/s\n", t.path, t.rev, t.clientName(), n, r+1, m.rate())
-					ms = append(ms, m)
-					tr.CloseIdleConnections()
+					rows = append(rows, median(ms))
 				}
-				rows = append(rows, median(ms))
 			}
 		}
 	}
@@ -417,6 +415,14 @@ func fileItem(ctx context.Context, t target, tr http.RoundTripper, timeout time.
 		return "", fmt.Errorf("filing the item to read: %s", textOfResult(res))
 	}
 	return key, nil
+}
+
+// profileName names the files of one hub row's profiles: one name per
+// path, revision, client, sessions and round, so no row's files overwrite
+// another's.
+func profileName(dir string, t target, n, round int) string {
+	name := strings.NewReplacer(" -> ", "-", " ", "-").Replace(t.path)
+	return filepath.Join(dir, fmt.Sprintf("%s-%s-%s-x%d-r%d", name, t.rev, t.clientName(), n, round+1))
 }
 
 // parseEither reads a comma-separated flag whose every word is a or b.

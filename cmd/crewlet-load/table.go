@@ -9,8 +9,8 @@ import (
 
 // printTable prints every row, and for each hub row that calls the echo
 // the ratio of its calls/s to its direct baseline (same revision, same
-// client, same sessions, same kind of upstream) and what the hub added to the median
-// latency.
+// client, same sessions, same kind of upstream) and what the hub added to
+// the median latency.
 func printTable(out io.Writer, rows []measurement) {
 	if len(rows) == 0 {
 		return
