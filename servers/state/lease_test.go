@@ -316,6 +316,15 @@ func TestFleetPartition(t *testing.T) {
 		t.Fatalf("the new holder's write: %+v %v", ans, err)
 	}
 	last := ans.Position
+	// Asked who holds the seat, the cut node cannot reach the bucket's
+	// leader, so it has no answer: its own replica still holds its old
+	// lease, and a node just back from a partition that answered from it
+	// would make the seat's real holder give the seat up.
+	hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+	if h, err := lc.Holder(hctx, "scout"); err == nil {
+		t.Fatalf("the cut node answered that %q holds the seat; %s does", h, holder.name)
+	}
+	hcancel()
 	// A write the cut node begins after it lost the lease is refused at
 	// once (one that began before may end after, unknown).
 	for _, at := range attempts {
@@ -362,5 +371,9 @@ func TestFleetPartition(t *testing.T) {
 				t.Fatalf("%s holds %s %d times; it was answered %+v", fn.name, at.key, n, at)
 			}
 		}
+	}
+	// The heal cost the seat's holder nothing.
+	if !moved.Holds("scout") {
+		t.Fatalf("%s gave the seat up after the heal: %v", holder.name, moved.Held())
 	}
 }

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -33,6 +34,7 @@ type TTLBucket struct {
 	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	prefix string // the subject prefix of its keys: $KV.<bucket>.
+	stream string // the stream behind it: KV_<bucket>
 }
 
 // TTLEntry is one key's value at a revision; Gone when it expired or was
@@ -85,7 +87,7 @@ func (l *JetStreamLog) TTLBucket(ctx context.Context, name string) (*TTLBucket, 
 	if err != nil {
 		return nil, fmt.Errorf("state: the %s bucket: %w", name, err)
 	}
-	return &TTLBucket{js: l.js, kv: kv, prefix: "$KV." + name + "."}, nil
+	return &TTLBucket{js: l.js, kv: kv, prefix: "$KV." + name + ".", stream: "KV_" + name}, nil
 }
 
 // TTLBucket opens a coordination bucket beside the node's log: the
@@ -148,16 +150,50 @@ func (b *TTLBucket) Delete(ctx context.Context, key string, rev uint64) error {
 	return err
 }
 
-// Get reads key's newest value; ErrNoKey if it is not held.
+// Get reads key's newest value from the bucket's leader; ErrNoKey if it
+// is not held. The key-value client would ask any replica, and a replica
+// that has fallen behind — a node just back from a partition — answers the
+// value it last had: a lease's holder that read its renewed lease there
+// would see an old holder and give the seat up. A node that cannot reach
+// the leader has no answer, which its callers already take as "try again".
 func (b *TTLBucket) Get(ctx context.Context, key string) (TTLEntry, error) {
-	e, err := b.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return TTLEntry{}, fmt.Errorf("%w: %s", ErrNoKey, key)
-	}
+	req, _ := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{b.prefix + key})
+	msg, err := b.js.Conn().RequestWithContext(ctx, jetstream.DefaultAPIPrefix+"STREAM.MSG.GET."+b.stream, req)
 	if err != nil {
 		return TTLEntry{}, err
 	}
-	return TTLEntry{Key: e.Key(), Value: e.Value(), Revision: e.Revision()}, nil
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Seq  uint64 `json:"seq"`
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return TTLEntry{}, fmt.Errorf("state: the %s bucket's answer for %s: %w", b.stream, key, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return TTLEntry{}, fmt.Errorf("%w: %s", ErrNoKey, key)
+	case resp.Error != nil:
+		return TTLEntry{}, resp.Error
+	case resp.Message == nil:
+		return TTLEntry{}, fmt.Errorf("state: the %s bucket answered no message for %s", b.stream, key)
+	}
+	if len(resp.Message.Hdrs) > 0 {
+		h, err := nats.DecodeHeadersMsg(resp.Message.Hdrs)
+		if err != nil {
+			return TTLEntry{}, fmt.Errorf("state: the %s bucket's headers for %s: %w", b.stream, key, err)
+		}
+		// A delete or purge, or the marker a key leaves when its TTL runs out.
+		if h.Get("KV-Operation") != "" || h.Get(jetstream.MarkerReasonHeader) != "" {
+			return TTLEntry{}, fmt.Errorf("%w: %s", ErrNoKey, key)
+		}
+	}
+	return TTLEntry{Key: key, Value: resp.Message.Data, Revision: resp.Message.Seq}, nil
 }
 
 // Entries lists the keys matching filter (a subject filter over keys:

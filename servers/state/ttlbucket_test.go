@@ -128,6 +128,14 @@ func TestTTLBucketContendedKeys(t *testing.T) {
 	if e, err := w.NextMarked(ctx); err != nil || e.Key != "seat.bob" || !e.Gone {
 		t.Fatalf("the key renewed for a second never went: %+v %v", e, err)
 	}
+	// A key that went leaves a marker as its newest message, and one never
+	// written leaves nothing: neither is held.
+	if e, err := b.Get(ctx, "seat.bob"); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("get after the key went: %+v %v", e, err)
+	}
+	if e, err := b.Get(ctx, "seat.nobody"); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("get of a key never written: %+v %v", e, err)
+	}
 	if _, err := b.Create(ctx, "seat.bob", []byte("n2"), time.Hour); err != nil {
 		t.Fatalf("a lapsed key is free to take: %v", err)
 	}
