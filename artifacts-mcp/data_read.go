@@ -2,7 +2,6 @@ package artifacts
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -147,9 +146,9 @@ func (s *srv) readArtifactData(ctx context.Context, c authority.Caller, in readD
 			})
 		}
 		prefix := kRow + art.ID + "/" + coll.Name + "/"
-		return each(r, prefix, in.After, func(_, v []byte) (bool, error) {
+		return each(r, prefix, in.After, func(k, v []byte) (bool, error) {
 			var rw row
-			if err := json.Unmarshal(v, &rw); err != nil {
+			if err := state.DecodeJSON(k, v, &rw); err != nil {
 				return false, err
 			}
 			if !f.visible(coll, &rw) {
@@ -323,7 +322,7 @@ func (s *srv) queryArtifactData(ctx context.Context, c authority.Caller, in quer
 				}
 			} else {
 				rw = new(row)
-				if err := json.Unmarshal(it.Value(), rw); err != nil {
+				if err := state.DecodeJSON(it.Key(), it.Value(), rw); err != nil {
 					it.Close()
 					return err
 				}

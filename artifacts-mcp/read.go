@@ -2,7 +2,6 @@ package artifacts
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // How much of an artifact get_artifact answers at once.
@@ -255,9 +255,9 @@ func (s *srv) filePage(ctx context.Context, c authority.Caller, e *servers.Envel
 // history is an artifact's newest history rows, oldest of them first.
 func history(r pebble.Reader, id string) ([]historyRow, error) {
 	var all []historyRow
-	err := each(r, kHistory+id+"/", "", func(_, v []byte) (bool, error) {
+	err := each(r, kHistory+id+"/", "", func(k, v []byte) (bool, error) {
 		var h historyRow
-		if err := json.Unmarshal(v, &h); err != nil {
+		if err := state.DecodeJSON(k, v, &h); err != nil {
 			return false, err
 		}
 		all = append(all, h)
@@ -322,9 +322,9 @@ func (s *srv) listArtifacts(_ context.Context, c authority.Caller, in listIn) (l
 	words := strings.ToLower(strings.TrimSpace(in.Query))
 	out := listOut{Artifacts: []listRow{}}
 	err = s.w.View(func(r pebble.Reader) error {
-		return each(r, kArtifact, in.After, func(_, v []byte) (bool, error) {
+		return each(r, kArtifact, in.After, func(k, v []byte) (bool, error) {
 			var a artifact
-			if err := json.Unmarshal(v, &a); err != nil {
+			if err := state.DecodeJSON(k, v, &a); err != nil {
 				return false, err
 			}
 			if a.Trashed || (in.Kind != "" && a.Kind != in.Kind) {

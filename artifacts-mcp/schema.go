@@ -2,7 +2,6 @@ package artifacts
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -161,9 +160,9 @@ func applySchema(a *applier) (any, error) {
 			continue
 		}
 		only := &collection{Name: n.Name, Columns: fresh}
-		if err := each(a.R, kRow+art.ID+"/"+n.Name+"/", "", func(_, v []byte) (bool, error) {
+		if err := each(a.R, kRow+art.ID+"/"+n.Name+"/", "", func(k, v []byte) (bool, error) {
 			var rw row
-			if err := json.Unmarshal(v, &rw); err != nil {
+			if err := state.DecodeJSON(k, v, &rw); err != nil {
 				return false, err
 			}
 			for _, k := range indexKeys(art.ID, only, &rw) {

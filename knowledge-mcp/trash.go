@@ -2,7 +2,6 @@ package knowledge
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -64,7 +63,7 @@ func (s *srv) listTrash(_ context.Context, c authority.Caller, in listTrashIn) (
 		defer it.Close()
 		for ok := it.First(); ok; ok = it.Next() {
 			var p page
-			if err := json.Unmarshal(it.Value(), &p); err != nil {
+			if err := state.DecodeJSON(it.Key(), it.Value(), &p); err != nil {
 				return err
 			}
 			if !p.Trashed || (container != "" && p.Container != container) || isReserved(p.Container) {

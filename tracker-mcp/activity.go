@@ -98,7 +98,7 @@ func (s *srv) listActivity(_ context.Context, _ authority.Caller, in listActivit
 				break
 			}
 			var a activity
-			if err := json.Unmarshal(it.Value(), &a); err != nil {
+			if err := state.DecodeJSON(it.Key(), it.Value(), &a); err != nil {
 				return err
 			}
 			if (in.Project != "" && !strings.EqualFold(a.Project, in.Project)) || (item != "" && a.Item != item) {

@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -245,7 +244,7 @@ func applyCatalogue(a *applier) (any, error) {
 	inUse := map[string]bool{}
 	for it.First(); it.Valid(); it.Next() {
 		var p project
-		if err := json.Unmarshal(it.Value(), &p); err != nil {
+		if err := state.DecodeJSON(it.Key(), it.Value(), &p); err != nil {
 			it.Close()
 			return nil, err
 		}

@@ -3,7 +3,6 @@ package tracker
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"path"
 	"slices"
@@ -99,7 +98,7 @@ func (s *srv) listProjectFiles(_ context.Context, c authority.Caller, in listFil
 		defer it.Close()
 		for it.First(); it.Valid(); it.Next() {
 			var f file
-			if err := json.Unmarshal(it.Value(), &f); err != nil {
+			if err := state.DecodeJSON(it.Key(), it.Value(), &f); err != nil {
 				return err
 			}
 			if len(out.Files) == limit {
@@ -518,7 +517,7 @@ func ProjectFiles(r pebble.Reader, project, p string) ([]ProjectFile, error) {
 	defer it.Close()
 	for it.First(); it.Valid(); it.Next() {
 		var f file
-		if err := json.Unmarshal(it.Value(), &f); err != nil {
+		if err := state.DecodeJSON(it.Key(), it.Value(), &f); err != nil {
 			return nil, err
 		}
 		out = append(out, conv(f))

@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -101,9 +100,9 @@ func eachJSON[T any](r pebble.Reader, prefix string, fn func(T)) error {
 	}
 	for ok := it.First(); ok; ok = it.Next() {
 		var v T
-		if err := json.Unmarshal(it.Value(), &v); err != nil {
+		if err := state.DecodeJSON(it.Key(), it.Value(), &v); err != nil {
 			it.Close()
-			return fmt.Errorf("decode %q: %w", it.Key(), err)
+			return err
 		}
 		fn(v)
 	}

@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -60,7 +59,7 @@ func (s *srv) projects(r pebble.Reader, c authority.Caller) ([]projectOut, error
 	}
 	for it.First(); it.Valid(); it.Next() {
 		var p project
-		if err := json.Unmarshal(it.Value(), &p); err != nil {
+		if err := state.DecodeJSON(it.Key(), it.Value(), &p); err != nil {
 			it.Close()
 			return nil, err
 		}

@@ -34,8 +34,10 @@ func GetJSON(r pebble.Reader, key string, v any) (found bool, err error) {
 }
 
 // DecodeJSON decodes a row read at key (by an iterator, or as another row's
-// value) into v, as GetJSON does.
-func DecodeJSON(key string, b []byte, v any) error {
+// value) into v, as GetJSON does. An iterator's key is taken as the bytes it
+// is, so a walk over many rows builds no string for a key unless its row
+// is broken.
+func DecodeJSON[K string | []byte](key K, b []byte, v any) error {
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("decode %q: %w", key, err)
 	}
