@@ -1,11 +1,11 @@
 package servers
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/segmentio/encoding/json"
 
 	"github.com/crewlet/hub/servers/state"
 )

@@ -2,7 +2,6 @@ package servers
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/segmentio/encoding/json"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers/state"
