@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/crewlet/hub/authority"
@@ -415,14 +416,14 @@ func notification(method string, params any) ([]byte, error) {
 // whether it takes an event stream.
 func accepts(values []string) (jsonOK, streamOK bool) {
 	for _, value := range values {
-		for raw := range bytes.SplitSeq([]byte(value), []byte(",")) {
-			base, _, _ := bytes.Cut(bytes.TrimSpace(raw), []byte(";"))
-			switch string(bytes.ToLower(bytes.TrimSpace(base))) {
-			case "application/json", "application/*":
+		for raw := range strings.SplitSeq(value, ",") {
+			base, _, _ := strings.Cut(raw, ";")
+			switch base = strings.TrimSpace(base); {
+			case strings.EqualFold(base, "application/json"), strings.EqualFold(base, "application/*"):
 				jsonOK = true
-			case "text/event-stream", "text/*":
+			case strings.EqualFold(base, "text/event-stream"), strings.EqualFold(base, "text/*"):
 				streamOK = true
-			case "*/*":
+			case base == "*/*":
 				jsonOK, streamOK = true, true
 			}
 		}
@@ -430,8 +431,9 @@ func accepts(values []string) (jsonOK, streamOK bool) {
 	return jsonOK, streamOK
 }
 
-// baseMediaType is a Content-Type without its parameters, lower case.
+// baseMediaType is a Content-Type without its parameters, lower case
+// (as written, with no copy, when it already is).
 func baseMediaType(v string) string {
-	base, _, _ := bytes.Cut([]byte(v), []byte(";"))
-	return string(bytes.ToLower(bytes.TrimSpace(base)))
+	base, _, _ := strings.Cut(v, ";")
+	return strings.ToLower(strings.TrimSpace(base))
 }

@@ -333,3 +333,39 @@ func waitTool(t *testing.T, th *testHub, names ...string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// The fast path reads Accept and Content-Type as the SDK does: media types
+// compared without case, parameters dropped, each value of a repeated
+// header and each entry of a list counted.
+func TestAcceptsAndMediaType(t *testing.T) {
+	for _, c := range []struct {
+		accept           []string
+		jsonOK, streamOK bool
+	}{
+		{[]string{"application/json, text/event-stream"}, true, true},
+		{[]string{"Application/JSON;q=0.9 , TEXT/Event-Stream"}, true, true},
+		{[]string{"application/json", "text/event-stream"}, true, true},
+		{[]string{"application/*, text/*"}, true, true},
+		{[]string{"*/*"}, true, true},
+		{[]string{"application/json"}, true, false},
+		{[]string{"text/event-stream"}, false, true},
+		{[]string{"application/jsonl, text/event-streams"}, false, false},
+		{[]string{""}, false, false},
+		{nil, false, false},
+	} {
+		if j, s := accepts(c.accept); j != c.jsonOK || s != c.streamOK {
+			t.Errorf("accepts(%q) = %v, %v; want %v, %v", c.accept, j, s, c.jsonOK, c.streamOK)
+		}
+	}
+	for in, want := range map[string]string{
+		"application/json":                 "application/json",
+		"Application/JSON; charset=utf-8":  "application/json",
+		" application/json ;charset=utf-8": "application/json",
+		"text/plain":                       "text/plain",
+		"":                                 "",
+	} {
+		if got := baseMediaType(in); got != want {
+			t.Errorf("baseMediaType(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
