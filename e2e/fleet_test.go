@@ -261,6 +261,7 @@ func partitionFleet(t *testing.T, r *fleetRig) {
 	cutAt := time.Now()
 	var stopped, moved time.Time
 	overlap := false
+	newHolder := -1
 	waitUntil(t, 3*fleetTTL, "bob moves to the majority", func() (bool, string) {
 		ps := r.seatProcs("bob")
 		oldAlive := false
@@ -278,6 +279,7 @@ func partitionFleet(t *testing.T, r *fleetRig) {
 		if moved.IsZero() && (h != "" && h != cutName || on >= 0 && on != cutNode) {
 			moved = time.Now()
 		}
+		newHolder = on
 		return on >= 0 && on != cutNode, fmt.Sprintf("holder %q, children %v", h, ps)
 	})
 	if overlap {
@@ -290,7 +292,6 @@ func partitionFleet(t *testing.T, r *fleetRig) {
 	// stopped acting for bob — his children stopped, his mailbox closed —
 	// before the node now holding him claimed the lapsed lease and opened
 	// his mailbox there.
-	newHolder := r.runsOn("bob")
 	notActing, ok1 := r.eventAt(cutNode, "seat_not_acting", "bob", cutAt)
 	claimed, ok2 := r.eventAt(newHolder, "seat_acting", "bob", cutAt)
 	if !ok1 || !ok2 || !notActing.Before(claimed) {
