@@ -276,18 +276,16 @@ func run(ctx context.Context, args []string) (err error) {
 			groups = append(groups, eachClient(lp, gw))
 		}
 	}
-	// profiled names a hub row's profiles.
-	profiled := func(t target, n, round int) string { return profileName(*profile, t, n, round) }
 	var rows []measurement
 	runRow := func(t target, n, round int) (measurement, error) {
 		var prof *profiling
 		if pprofAddr != "" && !t.direct {
-			prof = startProfiles(ctx, pprofAddr, profiled(t, n, round), *duration)
+			prof = startProfiles(ctx, pprofAddr, profileName(*profile, t, n, round), *duration)
 		}
 		o := opts
 		if pprofAddr != "" {
 			var once sync.Once
-			name := profiled(t, n, round)
+			name := profileName(*profile, t, n, round)
 			o.stallAfter = *stallAfter
 			o.stalled = func() {
 				once.Do(func() {

@@ -321,10 +321,11 @@ func TestFleetPartition(t *testing.T) {
 	// lease, and a node just back from a partition that answered from it
 	// would make the seat's real holder give the seat up.
 	hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-	if h, err := lc.Holder(hctx, "scout"); err == nil {
+	h, err := lc.Holder(hctx, "scout")
+	hcancel()
+	if err == nil {
 		t.Fatalf("the cut node answered that %q holds the seat; %s does", h, holder.name)
 	}
-	hcancel()
 	// A write the cut node begins after it lost the lease is refused at
 	// once (one that began before may end after, unknown).
 	for _, at := range attempts {

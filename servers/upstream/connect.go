@@ -270,15 +270,21 @@ type headerRT struct {
 func (h headerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	if len(h.headers) > 0 {
 		r = r.Clone(r.Context())
-		for k, v := range h.headers {
-			r.Header.Set(k, v)
-		}
+		setHeaders(r.Header, h.headers)
 	}
 	base := h.base
 	if base == nil {
 		base = http.DefaultTransport
 	}
 	return base.RoundTrip(r)
+}
+
+// setHeaders puts a server's configured headers on a request, over any the
+// hub set of the same name.
+func setHeaders(h http.Header, headers map[string]string) {
+	for k, v := range headers {
+		h.Set(k, v)
+	}
 }
 
 // client is how the hub names itself to a server (MCP-3): crewlet, at the

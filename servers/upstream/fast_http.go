@@ -24,7 +24,8 @@ type httpLink struct {
 	url    string
 	client *http.Client
 	// raw, when set, carries the calls instead of client, with headers
-	// (the server's configured ones) set as client's transport sets them.
+	// (the server's configured ones) set as client's transport sets them
+	// (headerRT).
 	raw     *http1Pool
 	headers map[string]string
 	version string
@@ -53,9 +54,7 @@ func (l *httpLink) post(ctx context.Context, body []byte, call bool, name string
 		h["Mcp-Name"] = []string{name}
 	}
 	if l.raw != nil {
-		for k, v := range l.headers {
-			h.Set(k, v)
-		}
+		setHeaders(h, l.headers)
 		return l.raw.do(req)
 	}
 	return l.client.Do(req)

@@ -227,9 +227,17 @@ func TestHTTP1PoolCallCancelled(t *testing.T) {
 	p := newHTTP1Pool(srv.URL, nil)
 	defer p.close()
 	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, bytes.NewReader([]byte("hold")))
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := http1Post(t, ctx, p, srv.URL, "hold")
+		resp, err := p.do(req)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
 		done <- err
 	}()
 	<-arrived
