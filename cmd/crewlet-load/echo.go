@@ -24,7 +24,7 @@ type echoIn struct {
 // what is measured.
 func newEchoServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "crewlet-load-echo", Version: "0"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Answer the text given.",
+	mcp.AddTool(s, &mcp.Tool{Name: echoTool, Description: "Answer the text given.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
@@ -68,18 +68,20 @@ func echoServer(ctx context.Context, args []string) error {
 		}
 		return err
 	case *addr != "" && !*stdio:
-		return serveEchoHTTP(ctx, *addr)
+		return serveHTTP(ctx, *addr, echoHandler())
 	default:
 		return errors.New("echo-server: give exactly one of --stdio or --http ADDR")
 	}
 }
 
-func serveEchoHTTP(ctx context.Context, addr string) error {
+// serveHTTP serves h on addr until ctx ends, first printing the address it
+// listens on.
+func serveHTTP(ctx context.Context, addr string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: echoHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	// The parent reads this one line to learn the port.

@@ -6,6 +6,7 @@
 //	crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--revisions 2025-11-25,2026-07-28] [--sections forward,first-party,tracker,idle]
 //	crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s]
 //	crewlet-load echo-server (--stdio | --http ADDR)
+//	crewlet-load relay --to URL [--listen ADDR]
 //
 // The binary is also the echo upstream it measures, so the hub can start it
 // as a stdio child and the run can start it as an HTTP server: one program,
@@ -25,7 +26,8 @@ const usage = `usage:
                    [--sections forward,first-party,tracker,idle] [--write-sessions 64] [--list-sessions 16] [--idle-sessions 1000]
                    [--rounds 1] [--hub-env K=V]... [--max-calls N] [--profile DIR] [--keep]
   crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s] [--call-timeout 30s] [--keep]
-  crewlet-load echo-server (--stdio | --http ADDR)`
+  crewlet-load echo-server (--stdio | --http ADDR)
+  crewlet-load relay --to URL [--listen ADDR]`
 
 func main() {
 	if len(os.Args) < 2 {
@@ -43,6 +45,8 @@ func main() {
 		err = soak(ctx, os.Args[2:])
 	case "echo-server":
 		err = echoServer(ctx, os.Args[2:])
+	case "relay":
+		err = relayServer(ctx, os.Args[2:])
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		stop()

@@ -4,23 +4,32 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// The test binary also plays this command's echo-server role, which is how
-// a real run (TestRunMeasuresEveryPath) starts it: as the HTTP echo server
-// and as the hub's stdio child, both by executing itself with echo-server
-// as the first argument. Every goroutine a test starts must be stopped by
-// its owner before the tests end.
+// The test binary also plays this command's echo-server and relay roles,
+// which is how a real run (TestRunMeasuresEveryPath) starts them: as the
+// HTTP echo server, as the hub's stdio child and as the reference relay, by
+// executing itself with the role as the first argument. Every goroutine a
+// test starts must be stopped by its owner before the tests end.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == "echo-server" {
-		if err := echoServer(context.Background(), os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "echo-server:", err)
-			os.Exit(1)
+	if len(os.Args) > 1 {
+		roles := map[string]func(context.Context, []string) error{"echo-server": echoServer, "relay": relayServer}
+		if role, ok := roles[os.Args[1]]; ok {
+			// Stopped by a signal, as the real commands are.
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			err := role(ctx, os.Args[2:])
+			stop()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, os.Args[1]+":", err)
+				os.Exit(1)
+			}
+			os.Exit(0)
 		}
-		os.Exit(0)
 	}
 	goleak.VerifyTestMain(m)
 }

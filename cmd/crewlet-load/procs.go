@@ -110,3 +110,25 @@ func firstLine(r io.Reader, prefix string, timeout time.Duration, died <-chan st
 		return "", fmt.Errorf("no %q line within %s", prefix, timeout)
 	}
 }
+
+// startServer starts self with args, a command that serves HTTP and prints
+// "listening ADDR" first (echo-server --http, relay), and answers the
+// address it listens on.
+func startServer(name, self string, args ...string) (*proc, string, error) {
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := startProc(name, cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	addr, err := firstLine(out, "listening ", 10*time.Second, p.done)
+	if err != nil {
+		p.stop(5 * time.Second)
+		return nil, "", fmt.Errorf("%s: %w", name, err)
+	}
+	return p, addr, nil
+}

@@ -41,6 +41,9 @@ const (
 	hubHTTPTool    = "http_echo"
 	hubSessionTool = "session_echo"
 	hubStdioTool   = "stdio_echo"
+	// echoTool is the echo server's own name for it, called directly and
+	// through the relay.
+	echoTool = "echo"
 )
 
 // Protocol revisions a client of the hub may speak: the last with
@@ -147,22 +150,24 @@ func run(ctx context.Context, args []string) (err error) {
 	// The HTTP echo server is a process of its own, as a vendor's server
 	// would be, so the load generator's runtime (its GC, its scheduler)
 	// is not shared with the server it measures.
-	echoCmd := exec.Command(self, "echo-server", "--http", "127.0.0.1:0")
-	echoCmd.Stderr = os.Stderr
-	echoOut, err := echoCmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	echo, err := startProc("echo server", echoCmd)
+	echo, echoAddr, err := startServer("echo server", self, "echo-server", "--http", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
 	defer echo.stop(5 * time.Second)
-	echoAddr, err := firstLine(echoOut, "listening ", 10*time.Second, echo.done)
-	if err != nil {
-		return fmt.Errorf("echo server: %w", err)
-	}
 	echoURL := "http://" + echoAddr + "/mcp"
+
+	// The reference relay (Go's own reverse proxy) is a process of its own
+	// too, measured as the hub is.
+	relayURL, relayPID := "", 0
+	if sections[secForward] {
+		relay, relayAddr, err := startServer("relay", self, "relay", "--listen", "127.0.0.1:0", "--to", "http://"+echoAddr)
+		if err != nil {
+			return err
+		}
+		defer relay.stop(5 * time.Second)
+		relayURL, relayPID = "http://"+relayAddr+"/mcp", relay.cmd.Process.Pid
+	}
 
 	token := os.Getenv(tokenVar)
 	if token == "" {
@@ -246,15 +251,16 @@ func run(ctx context.Context, args []string) (err error) {
 	for _, rev := range revs {
 		if sections[secForward] {
 			g := []target{
-				{path: "direct http", rev: rev, url: echoURL, tool: "echo", direct: true, baseline: "http", cpu: cpuRoles{upstream: echoPID}},
+				{path: "direct http", rev: rev, url: echoURL, tool: echoTool, direct: true, baseline: "http", cpu: cpuRoles{upstream: echoPID}},
 				hubTarget("hub -> http", rev, hubHTTPTool, echoPID),
+				{path: "relay -> http", rev: rev, url: relayURL, tool: echoTool, baseline: "http", cpu: cpuRoles{hub: relayPID, upstream: echoPID}},
 				hubTarget("hub -> stdio", rev, hubStdioTool, stdioChild),
 			}
 			if rev == rev2025 {
 				viaSession := hubTarget("hub -> session", rev, hubSessionTool, echoPID)
 				viaSession.baseline = "session"
 				g = append(g,
-					target{path: "direct session", rev: rev, url: sessionURL, tool: "echo", direct: true, baseline: "session", cpu: cpuRoles{upstream: echoPID}},
+					target{path: "direct session", rev: rev, url: sessionURL, tool: echoTool, direct: true, baseline: "session", cpu: cpuRoles{upstream: echoPID}},
 					viaSession)
 			}
 			groups = append(groups, eachClient(g...))

@@ -54,10 +54,10 @@ func printTable(out io.Writer, rows []measurement) {
 	_ = w.Flush()
 }
 
-// isEcho tells the rows that call the echo tool, the only ones a direct
-// baseline exists for.
+// isEcho tells the rows that call the echo tool (through the hub or the
+// relay), the only ones a direct baseline exists for.
 func isEcho(t target) bool {
-	return t.tool == hubHTTPTool || t.tool == hubSessionTool || t.tool == hubStdioTool
+	return t.tool == echoTool || t.tool == hubHTTPTool || t.tool == hubSessionTool || t.tool == hubStdioTool
 }
 
 func round(d time.Duration) time.Duration {
