@@ -79,7 +79,7 @@ func newFleetRig(t testing.TB, external bool) *fleetRig {
 api: {auth: {tokens: [{id: ada, token: "${E2E_TOKEN}", seat: ada}]}}
 mcp_servers:
   - {name: echo, command: %[2]q, env: {WHO: "shared-%[1]s"}}
-  - {name: worker, shared: false, command: %[2]q}
+  - {name: worker, shared: false, command: %[2]q, tool_prefix: worker_}
 `, r.marker, bin)
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
@@ -113,6 +113,13 @@ mcp_servers:
 	// Registered after the hubs: it runs before they are stopped, while
 	// their logs are still there.
 	t.Cleanup(func() {
+		for i, h := range r.hubs {
+			// The seat's server is the shared one's binary under a prefix:
+			// every server of the rig files its tools.
+			if strings.Contains(h.logs(), `"mcp_server_failed"`) {
+				t.Errorf("n%d: a server of the rig failed to file its tools:\n%s", i, h.logs())
+			}
+		}
 		if t.Failed() {
 			for i, h := range r.hubs {
 				t.Logf("n%d's fleet events:\n%s", i, fleetEvents(h.logs()))
