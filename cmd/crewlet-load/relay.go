@@ -57,7 +57,11 @@ func relayHandler(to string) (http.Handler, error) {
 		// (go.dev/issue/40747).
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRelayBody))
 		if err != nil {
-			http.Error(w, "relay: reading the request body: "+err.Error(), http.StatusBadRequest)
+			status := http.StatusBadRequest
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				status = http.StatusRequestEntityTooLarge
+			}
+			http.Error(w, "relay: reading the request body: "+err.Error(), status)
 			return
 		}
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))

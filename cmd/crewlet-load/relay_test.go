@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -101,5 +103,45 @@ func TestRelayAnswersArriveWhole(t *testing.T) {
 	}
 	if broken > 0 {
 		t.Fatalf("%d of %d answers were cut short", broken, calls)
+	}
+}
+
+// A body over the relay's bound is refused before anything is sent on, and
+// says why; one that breaks off is refused as a bad request.
+func TestRelayRefusesBadBodies(t *testing.T) {
+	var reached atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer upstream.Close()
+	h, err := relayHandler(upstream.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := httptest.NewServer(h)
+	defer relay.Close()
+
+	resp, err := http.Post(relay.URL+"/mcp", "application/json", strings.NewReader(strings.Repeat("x", maxRelayBody+1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), "request body too large") {
+		t.Errorf("oversized body: %s %q, want 413 saying the body is too large", resp.Status, b)
+	}
+
+	// A body shorter than its Content-Length: the client hangs up mid-body.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(relay.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"")
+	_ = conn.(*net.TCPConn).CloseWrite()
+	reply, _ := io.ReadAll(conn)
+	conn.Close()
+	if !strings.HasPrefix(string(reply), "HTTP/1.1 400") {
+		t.Errorf("broken-off body: answered %.60q, want 400", reply)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Errorf("the upstream was sent %d refused requests", n)
 	}
 }
