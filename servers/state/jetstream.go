@@ -344,9 +344,9 @@ func (l *JetStreamLog) await(ctx context.Context, f jetstream.PubAckFuture, m Me
 		if !again || retries == inProcessRetries {
 			return pos, err
 		}
-		// The same operation (its op_id) is being stored through another
-		// node right now: sent again once it is, it is answered with its
-		// position; if that store failed, this one stores it.
+		// The server could not take it yet (see sendAgain); sent again
+		// once what it waited on is stored, it is answered as if it had
+		// come alone.
 		select {
 		case <-time.After(inProcessWait):
 		case <-ctx.Done():
@@ -361,9 +361,9 @@ func (l *JetStreamLog) await(ctx context.Context, f jetstream.PubAckFuture, m Me
 	}
 }
 
-// inProcessWait and inProcessRetries pace the sends of an operation whose
-// op_id the fleet is storing through another node: a store takes a
-// replication round trip, so a few tens of milliseconds settle it.
+// inProcessWait and inProcessRetries pace the sends of a message the
+// server could not take yet: a store takes a replication round trip, so a
+// few tens of milliseconds settle it.
 const (
 	inProcessWait    = 20 * time.Millisecond
 	inProcessRetries = 100
@@ -372,6 +372,23 @@ const (
 // errCodeInProcess is the server's answer to a message whose id another
 // message, not yet stored, carries ("duplicate message id is in process").
 const errCodeInProcess = 10158
+
+// sendAgain reports the server's answers that refuse a message for now,
+// not for good; nothing was stored, and the same message sent again once
+// the server is done with another one is answered on its merits:
+//   - 10158: the same operation (its op_id) is being stored through
+//     another node; sent again it is answered with that store's position,
+//     or, if that store failed, stored.
+//   - 10164 ("wrong last sequence", without a sequence): a message
+//     conditional on a key's newest entry (a fence, a lease's revision)
+//     came while another message under that key was still being stored,
+//     so the condition could not be checked yet. A replicated stream keeps
+//     the key busy until the leader has applied that message, which it
+//     does a moment after acknowledging it: the same writer's next message
+//     can meet it. It says nothing about whether the condition holds.
+func sendAgain(e *jetstream.APIError) bool {
+	return e.ErrorCode == errCodeInProcess || e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
 
 // awaitOnce is one wait of await; again says the message should be sent
 // again (its id was in process elsewhere).
@@ -384,7 +401,12 @@ func (l *JetStreamLog) awaitOnce(ctx context.Context, f jetstream.PubAckFuture, 
 		switch {
 		case !errors.As(err, &apiErr):
 			return 0, false, err
-		case apiErr.ErrorCode == errCodeInProcess:
+		case sendAgain(apiErr):
+			if refusalKnown && apiErr.ErrorCode != errCodeInProcess {
+				// If it is still refused when the sends run out, it was
+				// not stored; an op_id in process may have been, elsewhere.
+				err = fmt.Errorf("%w: %w", ErrNotAppended, err)
+			}
 			return 0, true, err
 		case !refusalKnown:
 			return 0, false, err
@@ -530,11 +552,11 @@ func (l *JetStreamLog) shutdown() {
 	}
 }
 
-// fenceRefused reports the server's answer to a fence that no longer holds:
-// the newest entry under the claim key is not the one expected (10071), or
-// another check on that key is still being replicated (10164).
+// fenceRefused reports the server's answer to a condition that no longer
+// holds: the newest entry under the key is not the one expected (10071).
+// The same words without a sequence (10164) are not this: see sendAgain.
 func fenceRefused(e *jetstream.APIError) bool {
-	return e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	return e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
 // keyedMutex is a lock per key, for a few keys at a time.

@@ -117,46 +117,108 @@ func (b *TTLBucket) Put(ctx context.Context, key string, value []byte, ttl time.
 
 // Create sets key to value if nobody holds it, for ttl, and answers the
 // revision written. A key somebody holds answers ErrKeyTaken.
+//
+// It is not the key-value client's Create, which, when the key has been
+// written before, reads it from the nearest replica to learn whether it
+// was deleted: a replica that has not yet stored the delete answers the
+// old value, and a seat released through one node was refused to a claim
+// through another.
 func (b *TTLBucket) Create(ctx context.Context, key string, value []byte, ttl time.Duration) (uint64, error) {
-	rev, err := b.kv.Create(ctx, key, value, jetstream.KeyTTL(ttlOf(ttl)))
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return 0, fmt.Errorf("%w: %w", ErrKeyTaken, err)
+	var over uint64 // the key's newest message, a delete or expiry marker; 0 when it has none
+	for attempt := 1; ; attempt++ {
+		rev, err := b.write(ctx, key, value, ttl, over)
+		if !errors.Is(err, ErrKeyMoved) {
+			return rev, err
+		}
+		e, err := b.newest(ctx, key)
+		switch {
+		case errors.Is(err, ErrNoKey):
+			over = 0
+		case err != nil:
+			return 0, err
+		case !e.Gone:
+			return 0, fmt.Errorf("%w: %s", ErrKeyTaken, key)
+		default:
+			over = e.Revision
+		}
+		if attempt == createAttempts {
+			// Other writers keep moving the key between the read and the
+			// write: somebody is taking it.
+			return 0, fmt.Errorf("%w: %s", ErrKeyTaken, key)
+		}
 	}
-	return rev, err
 }
+
+// createAttempts bounds how often Create writes a key that moves under it.
+const createAttempts = 3
 
 // Renew writes value over revision rev with a fresh ttl and answers the new
 // revision; ErrKeyMoved if rev is no longer the key's newest.
 func (b *TTLBucket) Renew(ctx context.Context, key string, value []byte, ttl time.Duration, rev uint64) (uint64, error) {
-	ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: b.prefix + key, Data: value},
-		jetstream.WithMsgTTL(ttlOf(ttl)), jetstream.WithExpectLastSequencePerSubject(rev))
-	if err != nil {
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && fenceRefused(apiErr) {
-			return 0, fmt.Errorf("%w: %w", ErrKeyMoved, err)
+	return b.write(ctx, key, value, ttl, rev)
+}
+
+// write publishes value to key with a ttl if the key's newest message is
+// still at revision over (0: the key has none), and answers the revision
+// written; ErrKeyMoved if it is not.
+func (b *TTLBucket) write(ctx context.Context, key string, value []byte, ttl time.Duration, over uint64) (uint64, error) {
+	var rev uint64
+	err := b.conditional(ctx, func() error {
+		ack, err := b.js.PublishMsg(ctx, &nats.Msg{Subject: b.prefix + key, Data: value},
+			jetstream.WithMsgTTL(ttlOf(ttl)), jetstream.WithExpectLastSequencePerSubject(over))
+		if err == nil {
+			rev = ack.Sequence
 		}
-		return 0, err
-	}
-	return ack.Sequence, nil
+		return err
+	})
+	return rev, err
 }
 
 // Delete removes key if its newest revision is still rev.
 func (b *TTLBucket) Delete(ctx context.Context, key string, rev uint64) error {
-	err := b.kv.Delete(ctx, key, jetstream.LastRevision(rev))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && fenceRefused(apiErr) {
-		return fmt.Errorf("%w: %w", ErrKeyMoved, err)
-	}
-	return err
+	return b.conditional(ctx, func() error { return b.kv.Delete(ctx, key, jetstream.LastRevision(rev)) })
 }
 
-// Get reads key's newest value from the bucket's leader; ErrNoKey if it
-// is not held. The key-value client would ask any replica, and a replica
+// conditional runs a write conditional on a key's revision, sending it
+// again while the server cannot check the condition yet (sendAgain), and
+// answers ErrKeyMoved when the condition does not hold.
+func (b *TTLBucket) conditional(ctx context.Context, write func() error) error {
+	for sends := 1; ; sends++ {
+		err := write()
+		var apiErr *jetstream.APIError
+		switch {
+		case !errors.As(err, &apiErr):
+			return err
+		case fenceRefused(apiErr):
+			return fmt.Errorf("%w: %w", ErrKeyMoved, err)
+		case !sendAgain(apiErr) || sends == inProcessRetries:
+			return err
+		}
+		select {
+		case <-time.After(inProcessWait):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+// Get reads key's newest value; ErrNoKey if it is not held.
+func (b *TTLBucket) Get(ctx context.Context, key string) (TTLEntry, error) {
+	e, err := b.newest(ctx, key)
+	if err == nil && e.Gone {
+		return TTLEntry{}, fmt.Errorf("%w: %s", ErrNoKey, key)
+	}
+	return e, err
+}
+
+// newest reads key's newest message from the bucket's leader: its value,
+// or, Gone, the marker a delete, a purge or the key's TTL left; ErrNoKey if
+// it has none. The key-value client would ask any replica, and a replica
 // that has fallen behind — a node just back from a partition — answers the
 // value it last had: a lease's holder that read its renewed lease there
 // would see an old holder and give the seat up. A node that cannot reach
 // the leader has no answer, which its callers already take as "try again".
-func (b *TTLBucket) Get(ctx context.Context, key string) (TTLEntry, error) {
+func (b *TTLBucket) newest(ctx context.Context, key string) (TTLEntry, error) {
 	req, _ := json.Marshal(struct {
 		LastFor string `json:"last_by_subj"`
 	}{b.prefix + key})
@@ -183,6 +245,7 @@ func (b *TTLBucket) Get(ctx context.Context, key string) (TTLEntry, error) {
 	case resp.Message == nil:
 		return TTLEntry{}, fmt.Errorf("state: the %s bucket answered no message for %s", b.stream, key)
 	}
+	e := TTLEntry{Key: key, Value: resp.Message.Data, Revision: resp.Message.Seq}
 	if len(resp.Message.Hdrs) > 0 {
 		h, err := nats.DecodeHeadersMsg(resp.Message.Hdrs)
 		if err != nil {
@@ -190,10 +253,10 @@ func (b *TTLBucket) Get(ctx context.Context, key string) (TTLEntry, error) {
 		}
 		// A delete or purge, or the marker a key leaves when its TTL runs out.
 		if h.Get("KV-Operation") != "" || h.Get(jetstream.MarkerReasonHeader) != "" {
-			return TTLEntry{}, fmt.Errorf("%w: %s", ErrNoKey, key)
+			e.Value, e.Gone = nil, true
 		}
 	}
-	return TTLEntry{Key: key, Value: resp.Message.Data, Revision: resp.Message.Seq}, nil
+	return e, nil
 }
 
 // Entries lists the keys matching filter (a subject filter over keys:
