@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/crewlet/hub/authority"
 )
@@ -214,12 +215,19 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 	// the tables a list walks, and every read paid for reading and
 	// decompressing them again. The cache fills only as blocks are read.
 	cache := pebble.NewCache(projectionCache)
-	db, err := pebble.Open(filepath.Join(opts.Dir, "projection"), &pebble.Options{
+	popts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{n.logger},
 		Cache:              cache,
 		LBaseMaxBytes:      projectionBaseLevel,
-	})
+	}
+	// Every write looks its op_id up in the ledger, twice, and a fresh one
+	// is in no table: without a filter each level's table is searched for
+	// it, with one most are passed over.
+	for i := range popts.Levels {
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(filepath.Join(opts.Dir, "projection"), popts)
 	cache.Unref() // the database holds its own reference
 	if err != nil {
 		n.cleanup()
