@@ -391,7 +391,7 @@ func sendAgain(e *jetstream.APIError) bool {
 }
 
 // awaitOnce is one wait of await; again says the message should be sent
-// again (its id was in process elsewhere).
+// again (see sendAgain).
 func (l *JetStreamLog) awaitOnce(ctx context.Context, f jetstream.PubAckFuture, m Message, refusalKnown bool) (pos uint64, again bool, err error) {
 	select {
 	case ack := <-f.Ok():

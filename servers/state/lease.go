@@ -301,8 +301,8 @@ func (l *Leases) Release(ctx context.Context, seat string) error {
 }
 
 // releaseAttempts bounds how often Release deletes a lease that keeps
-// moving: a read served by a replica behind the leader may give the same
-// old revision again.
+// moving: a renewal still in flight may move it again between the read
+// and the delete.
 const releaseAttempts = 5
 
 // Holds reports whether this node can prove seat's lease now, by its own
