@@ -147,17 +147,24 @@ func testHealth(t *testing.T, nodes []*fleetNode) {
 // A fleet's TTL buckets are one per fleet, replicated as the log is: a key
 // put through one node (presence in a room) is read through every node,
 // and goes on every node when its TTL runs out.
-func testTTLBucketsShared(t *testing.T, nodes []*fleetNode) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+// openBuckets opens the named bucket through every node.
+func openBuckets(ctx context.Context, t *testing.T, nodes []*fleetNode, name string) []*TTLBucket {
+	t.Helper()
 	buckets := make([]*TTLBucket, len(nodes))
 	for i, fn := range nodes {
-		b, err := fn.node.TTLBucket(ctx, "TEST_SHARED_ROOMS")
+		b, err := fn.node.TTLBucket(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		buckets[i] = b
 	}
+	return buckets
+}
+
+func testTTLBucketsShared(t *testing.T, nodes []*fleetNode) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	buckets := openBuckets(ctx, t, nodes, "TEST_SHARED_ROOMS")
 	w, err := buckets[2].Watch(ctx, "room.a1.>")
 	if err != nil {
 		t.Fatal(err)
@@ -207,14 +214,7 @@ func testTTLBucketsShared(t *testing.T, nodes []*fleetNode) {
 func testKeysHandedOn(t *testing.T, nodes []*fleetNode) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	buckets := make([]*TTLBucket, len(nodes))
-	for i, fn := range nodes {
-		b, err := fn.node.TTLBucket(ctx, "TEST_HANDED_ON")
-		if err != nil {
-			t.Fatal(err)
-		}
-		buckets[i] = b
-	}
+	buckets := openBuckets(ctx, t, nodes, "TEST_HANDED_ON")
 	for round := range 100 {
 		from, to := round%len(nodes), (round+1)%len(nodes)
 		rev, err := buckets[from].Create(ctx, "seat.ada", []byte(nodes[from].name), time.Hour)
