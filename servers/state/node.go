@@ -221,9 +221,10 @@ func Open(ctx context.Context, opts Options) (*Node, error) {
 		Cache:              cache,
 		LBaseMaxBytes:      projectionBaseLevel,
 	}
-	// Every write looks its op_id up in the ledger, twice, and a fresh one
-	// is in no table: without a filter each level's table is searched for
-	// it, with one most are passed over.
+	// Every write looks its op_id up in the ledger (before it is appended,
+	// as it is applied, and a tool's write once more before it decides),
+	// and a fresh one is in no table: without a filter each level's table
+	// is searched for it, with one most are passed over.
 	for i := range popts.Levels {
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
