@@ -15,18 +15,25 @@ import (
 	"time"
 )
 
+// relayTo serves the relay in front of upstream, closed with the test.
+func relayTo(t *testing.T, upstream string) *httptest.Server {
+	t.Helper()
+	h, err := relayHandler(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay := httptest.NewServer(h)
+	t.Cleanup(relay.Close)
+	return relay
+}
+
 // The relay row measures Go's stock reverse proxy in front of the echo: it
 // must pass every call of both revisions and both clients through
 // unchanged, event streams included, or its row measures failures.
 func TestRelayPassesCallsThrough(t *testing.T) {
 	echo := httptest.NewServer(echoHandler())
 	defer echo.Close()
-	h, err := relayHandler(echo.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay := httptest.NewServer(h)
-	defer relay.Close()
+	relay := relayTo(t, echo.URL)
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}
 	defer tr.CloseIdleConnections()
 	for _, rev := range []string{rev2025, rev2026} {
@@ -112,12 +119,7 @@ func TestRelayRefusesBadBodies(t *testing.T) {
 	var reached atomic.Int32
 	upstream := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
 	defer upstream.Close()
-	h, err := relayHandler(upstream.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	relay := httptest.NewServer(h)
-	defer relay.Close()
+	relay := relayTo(t, upstream.URL)
 
 	resp, err := http.Post(relay.URL+"/mcp", "application/json", strings.NewReader(strings.Repeat("x", maxRelayBody+1)))
 	if err != nil {
