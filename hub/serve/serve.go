@@ -24,6 +24,7 @@ import (
 	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/front"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/sourcegraph/conc"
@@ -223,10 +224,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP)
+	fr := front.New(srv, ln)
 	served := make(chan error, 2)
 	var wg conc.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { served <- srv.Serve(ln) })
+	wg.Go(func() { served <- fr.Serve() })
 	if o.MetricsListen != "" {
 		msrv, err := tel.serveMetrics(o.MetricsListen, o.HTTP, &wg, served)
 		if err != nil {
@@ -261,11 +263,11 @@ func Run(ctx context.Context, o Options) error {
 			// otherwise wait for.
 			rt.Close()
 			h.Close()
-			if err := srv.Shutdown(shutdown); err != nil {
+			if err := fr.Shutdown(shutdown); err != nil {
 				// Whatever is still being answered when the bound runs
 				// out is cut: the bound is the operator's, not a
 				// client's.
-				_ = srv.Close()
+				_ = fr.Close()
 				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, http.ErrServerClosed) {
 					return err
 				}
