@@ -52,6 +52,7 @@ type conn struct {
 	// that cannot be known.
 	head []byte
 	out  []byte // scratch for response heads
+	wbuf []byte // scratch for an answer's head and body, written at once
 
 	// The watch of the request being answered (see watchAfter).
 	timer    *time.Timer
@@ -393,6 +394,10 @@ func (cn *conn) watch() {
 		cn.timer.Reset(watchAfter)
 		return
 	}
+	// The read's deadline is lifted here, under the lock, not in the
+	// read's goroutine: unwatch stops the read with a deadline of its own,
+	// which must come after this one.
+	_ = cn.c.SetReadDeadline(time.Time{})
 	cn.watching = true
 	cn.watched = make(chan struct{})
 	if h := cn.s.onWatch; h != nil {
@@ -403,7 +408,6 @@ func (cn *conn) watch() {
 
 func (cn *conn) watchRead(cancel context.CancelFunc, done chan struct{}) {
 	defer close(done)
-	_ = cn.c.SetReadDeadline(time.Time{})
 	var b [1]byte
 	n, err := cn.c.Read(b[:])
 	cn.mu.Lock()

@@ -449,3 +449,33 @@ func TestFrontShutsDownGracefully(t *testing.T) {
 	}
 	_ = s.fr.Close()
 }
+
+// Requests that end just as their watch begins are answered, every one:
+// ending a watch must stop its read, however the two interleave.
+func TestFrontAnswersRequestsThatEndAsTheirWatchBegins(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		d, _ := time.ParseDuration(string(body))
+		time.Sleep(d) // the handler's work: its length is what is tested
+		io.WriteString(w, "done")
+	})
+	s := startFront(t, h, defaultLimits)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		c := dial(t, s.addr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 25 {
+				// Around watchAfter, a few microseconds apart.
+				d := watchAfter + time.Duration((i*25+j)%41-20)*50*time.Microsecond
+				c.send(post(d.String()))
+				if a := c.answer("POST"); a == nil || a.body != "done" {
+					t.Errorf("request %d of client %d: %+v", j, i, a)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -257,25 +257,33 @@ func (a *appender) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// write sends head and then parts in one write to the connection.
+// write sends head and then parts in one write to the connection: copied
+// together first, since the connection (behind the server's connection
+// limit) is not one net.Buffers can write with one call, and a second
+// write is a second system call per answer.
 func (w *response) write(head []byte, parts ...[]byte) {
 	if w.err != nil {
 		return
 	}
-	bufs := make(net.Buffers, 0, 1+len(parts))
-	if len(head) > 0 {
-		bufs = append(bufs, head)
-	}
-	for _, p := range parts {
-		if len(p) > 0 {
-			bufs = append(bufs, p)
+	b := head
+	if len(parts) > 0 {
+		b = append(w.cn.wbuf[:0], head...)
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		if cap(b) <= maxKeptBuffer {
+			w.cn.wbuf = b
 		}
 	}
-	if _, err := bufs.WriteTo(w.cn.c); err != nil {
+	if _, err := w.cn.c.Write(b); err != nil {
 		w.err = err
 		w.closeAfter = true
 	}
 }
+
+// maxKeptBuffer bounds the write buffer a connection keeps between
+// answers.
+const maxKeptBuffer = 2 * bufferLimit
 
 // bodyAllowed reports whether an answer with status code carries a body.
 func bodyAllowed(code int) bool {
