@@ -53,6 +53,7 @@ type conn struct {
 	head []byte
 	out  []byte // scratch for response heads
 	wbuf []byte // scratch for an answer's head and body, written at once
+	rbuf []byte // an answer's body as the handler writes it
 
 	// The watch of the request being answered (see watchAfter).
 	timer    *time.Timer
@@ -316,7 +317,7 @@ func (cn *conn) serveRequest(req *http.Request) bool {
 	b := &body{r: cn.br}
 	b.left.Store(req.ContentLength)
 	req.Body = b
-	w := &response{cn: cn, req: req, handlerHeader: http.Header{}, declared: -1}
+	w := &response{cn: cn, req: req, handlerHeader: http.Header{}, declared: -1, buf: cn.rbuf[:0]}
 	cn.s.answered.Add(1)
 
 	cn.mu.Lock()
@@ -340,6 +341,11 @@ func (cn *conn) serveRequest(req *http.Request) bool {
 	}
 	if ok && here {
 		w.finish()
+	}
+	if cap(w.buf) <= maxKeptBuffer {
+		// Answers on a connection are written one after another: the
+		// next one buffers in the same memory.
+		cn.rbuf = w.buf[:0]
 	}
 	cancel()
 	if !ok || !here || w.closeAfter || w.err != nil {
