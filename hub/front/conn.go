@@ -95,12 +95,11 @@ func (cn *conn) serve() {
 	defer cn.s.forget(cn)
 	defer cn.timer.Stop()
 	for first := true; ; first = false {
-		// The first request's head is due within the header timeout; a
-		// later one may be as late as the idle timeout, and then its
-		// head is due within the header timeout of its first byte.
-		// As net/http: a later request is waited for until 4 bytes of
-		// it have come, and a connection that ends before is closed
-		// without an answer.
+		// As net/http: the first request's head is due within the header
+		// timeout; a later one may come as late as the idle timeout, is
+		// waited for until 4 bytes of it are here (a connection that
+		// ends before is closed without an answer), and its head is then
+		// due within the header timeout.
 		wait := 1
 		if first {
 			cn.setReadDeadline(cn.s.headerTimeout())
