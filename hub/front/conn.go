@@ -39,7 +39,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 type conn struct {
 	s      *Server
 	c      net.Conn
-	cr     *connReader
+	cr     *prefixed
 	br     *bufio.Reader
 	remote string
 	ctx    context.Context // the requests' base: the server and local address, as net/http sets them
@@ -66,7 +66,7 @@ type conn struct {
 }
 
 func newConn(s *Server, c net.Conn) *conn {
-	cr := &connReader{c: c}
+	cr := &prefixed{r: c}
 	cn := &conn{s: s, c: c, cr: cr, br: bufio.NewReaderSize(cr, bufSize), remote: c.RemoteAddr().String()}
 	ctx := context.WithValue(context.Background(), http.ServerContextKey, s.srv)
 	cn.ctx = context.WithValue(ctx, http.LocalAddrContextKey, c.LocalAddr())
@@ -75,20 +75,21 @@ func newConn(s *Server, c net.Conn) *conn {
 	return cn
 }
 
-// connReader reads the connection, first returning what a watch read
-// while a request was being answered (the start of the next request).
-type connReader struct {
-	c       net.Conn
+// prefixed reads pending first, then r: a connection with what was read
+// of it ahead of its rest (by a watch, while a request was answered; by
+// the front, before it handed the connection over).
+type prefixed struct {
 	pending []byte
+	r       io.Reader
 }
 
-func (r *connReader) Read(p []byte) (int, error) {
-	if len(r.pending) > 0 {
-		n := copy(p, r.pending)
-		r.pending = r.pending[n:]
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.pending) > 0 {
+		n := copy(b, p.pending)
+		p.pending = p.pending[n:]
 		return n, nil
 	}
-	return r.c.Read(p)
+	return p.r.Read(b)
 }
 
 func (cn *conn) serve() {
@@ -279,7 +280,7 @@ func (cn *conn) handOver() {
 	replay = append(replay, cn.cr.pending...)
 	_ = cn.c.SetReadDeadline(time.Time{})
 	cn.s.handedOver.Add(1)
-	if !cn.s.handed.give(&replayConn{Conn: cn.c, pending: replay}) {
+	if !cn.s.handed.give(&replayConn{Conn: cn.c, in: &prefixed{pending: replay, r: cn.c}}) {
 		cn.c.Close()
 	}
 }
@@ -288,17 +289,10 @@ func (cn *conn) handOver() {
 // front had read of it.
 type replayConn struct {
 	net.Conn
-	pending []byte
+	in *prefixed
 }
 
-func (c *replayConn) Read(p []byte) (int, error) {
-	if len(c.pending) > 0 {
-		n := copy(p, c.pending)
-		c.pending = c.pending[n:]
-		return n, nil
-	}
-	return c.Conn.Read(p)
-}
+func (c *replayConn) Read(b []byte) (int, error) { return c.in.Read(b) }
 
 // serveRequest answers req; false: the connection is not to be used again
 // (closed, or hijacked by the handler).

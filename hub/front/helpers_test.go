@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/hub/hubtest"
 	"go.uber.org/goleak"
 )
 
@@ -121,20 +122,7 @@ func (c *client) answer(method string) *answer {
 // closed reports whether the server closes the connection within d.
 func (c *client) closed(d time.Duration) bool {
 	c.t.Helper()
-	_ = c.c.SetReadDeadline(time.Now().Add(d))
-	buf := make([]byte, 512)
-	for {
-		_, err := c.br.Read(buf)
-		var ne net.Error
-		switch {
-		case err == nil:
-			continue
-		case errors.As(err, &ne) && ne.Timeout():
-			return false
-		default:
-			return true
-		}
-	}
+	return hubtest.ClosedWithin(c.t, c.c, c.br, d)
 }
 
 // post is a keep-alive POST of body to /mcp.

@@ -2,7 +2,6 @@ package serve
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/crewlet/hub/hub/hubtest"
 )
 
 const limitsToken = "env-token-0123456789abcdef"
@@ -26,26 +27,6 @@ func runWithLimits(t *testing.T, l HTTPLimits) string {
 		}
 	})
 	return strings.TrimPrefix(base, "http://")
-}
-
-// closedWithin reports whether the server closes c within d: a read that
-// ends in EOF (or a reset) rather than the test's own deadline.
-func closedWithin(t *testing.T, c net.Conn, r io.Reader, d time.Duration) bool {
-	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(d))
-	buf := make([]byte, 512)
-	for {
-		_, err := r.Read(buf)
-		var ne net.Error
-		switch {
-		case err == nil:
-			continue
-		case errors.As(err, &ne) && ne.Timeout():
-			return false
-		default:
-			return true
-		}
-	}
 }
 
 // sessionStream opens a 2025 session and its event stream (a GET held
@@ -97,7 +78,7 @@ func TestHTTPServerClosesConnectionsNobodyUses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer silent.Close()
-	if !closedWithin(t, silent, silent, 5*time.Second) {
+	if !hubtest.ClosedWithin(t, silent, silent, 5*time.Second) {
 		t.Fatal("a connection that sent nothing is still open after 5 s")
 	}
 
@@ -114,12 +95,12 @@ func TestHTTPServerClosesConnectionsNobodyUses(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if !closedWithin(t, idle, br, 5*time.Second) {
+	if !hubtest.ClosedWithin(t, idle, br, 5*time.Second) {
 		t.Fatal("a keep-alive connection left idle is still open after 5 s")
 	}
 
 	c, stream := sessionStream(t, addr)
-	if closedWithin(t, c, stream, 2*time.Second) {
+	if hubtest.ClosedWithin(t, c, stream, 2*time.Second) {
 		t.Fatal("a session's event stream was closed by the read timeout")
 	}
 }
