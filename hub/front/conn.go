@@ -51,8 +51,7 @@ type conn struct {
 	// connection can be handed over after its head was parsed; nil when
 	// that cannot be known.
 	head []byte
-	out  []byte // scratch for response heads
-	wbuf []byte // scratch for an answer's head and body, written at once
+	wbuf []byte // an answer's head and body (or part), written at once
 	rbuf []byte // an answer's body as the handler writes it
 
 	// The watch of the request being answered (see watchAfter).
@@ -310,7 +309,7 @@ func (cn *conn) serveRequest(req *http.Request) bool {
 	b := &body{r: cn.br}
 	b.left.Store(req.ContentLength)
 	req.Body = b
-	w := &response{cn: cn, req: req, handlerHeader: http.Header{}, declared: -1, buf: cn.rbuf[:0]}
+	w := &response{cn: cn, handlerHeader: http.Header{}, declared: -1, buf: cn.rbuf[:0]}
 	cn.s.answered.Add(1)
 
 	cn.mu.Lock()

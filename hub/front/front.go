@@ -1,8 +1,9 @@
 // Package front is the hub's HTTP/1.1 front door: it serves an
 // http.Server's handler, answering the requests that make up nearly all of
-// the hub's traffic — a keep-alive HTTP/1.1 POST with its length stated, an
-// MCP message — on connections it reads and writes itself, and handing
-// every other connection, whole and unread, to the http.Server.
+// the hub's traffic — keep-alive HTTP/1.1 requests with no body or its
+// length stated, an MCP client's POSTs, GETs and DELETEs — on connections
+// it reads and writes itself, and handing every other connection, whole
+// and unread, to the http.Server.
 //
 // Why not net/http for all of it: for every request it serves, net/http
 // starts a goroutine that reads the connection while the handler runs (to
@@ -15,10 +16,10 @@
 //
 // The request is parsed by net/http's own parser (http.ReadRequest), from
 // the bytes of its head. Anything this package does not answer the way
-// net/http would — another method, another protocol version, a chunked or
-// unstated body, Expect, Upgrade, Connection: close, a head past one
-// buffer, a head the parser refuses — goes to the http.Server before a
-// byte of it is consumed, so net/http answers it, errors included.
+// net/http would — HEAD or CONNECT, another protocol version, a chunked
+// body, Expect, Upgrade, Connection: close, a head past one buffer, a head
+// the parser or net/http's checks refuse — goes to the http.Server with
+// what was read of it replayed, so net/http answers it, errors included.
 package front
 
 import (
@@ -39,10 +40,10 @@ type Server struct {
 	// handed is the listener srv serves: the connections handed over.
 	handed *handoff
 
-	mu       sync.Mutex
-	conns    map[*conn]struct{}
-	shutting bool
-	// down is shutting, read without the lock by every answer.
+	mu    sync.Mutex
+	conns map[*conn]struct{}
+	// down: shutting down. Set under mu (so begin and stop agree on
+	// which connections are busy), read without it by every answer.
 	down atomic.Bool
 	// answered and handedOver count requests answered here and
 	// connections handed to net/http.
@@ -97,7 +98,7 @@ func (s *Server) accept() error {
 		backoff = 0
 		cn := newConn(s, c)
 		s.mu.Lock()
-		if s.shutting {
+		if s.down.Load() {
 			s.mu.Unlock()
 			c.Close()
 			continue
@@ -113,7 +114,7 @@ func (s *Server) accept() error {
 func (s *Server) begin(cn *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.shutting {
+	if s.down.Load() {
 		return false
 	}
 	cn.busy = true
@@ -128,7 +129,7 @@ func (s *Server) end(cn *conn) bool {
 	defer s.mu.Unlock()
 	cn.busy = false
 	s.active.Done()
-	return !s.shutting
+	return !s.down.Load()
 }
 
 // forget drops cn, which has closed or been handed over.
@@ -142,7 +143,6 @@ func (s *Server) forget(cn *conn) {
 // with all, also those in the middle of one, whose requests' contexts end.
 func (s *Server) stop(all bool) {
 	s.mu.Lock()
-	s.shutting = true
 	s.down.Store(true)
 	var closing []*conn
 	for cn := range s.conns {

@@ -3,6 +3,7 @@ package front
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -25,49 +26,65 @@ func TestFrontAnswersAsNetHTTPDoes(t *testing.T) {
 		h    http.HandlerFunc
 		// chunked: the front's framing of the answer.
 		chunked bool
+		// closes: the answer ends its connection (as with net/http), so
+		// the case is sent once.
+		closes bool
 	}{
-		{"text, type sniffed", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }, false},
-		{"html, type sniffed", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<html><body>x</body></html>") }, false},
+		{"text, type sniffed", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }, false, false},
+		{"html, type sniffed", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "<html><body>x</body></html>") }, false, false},
 		{"JSON with its type", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
-		}, false},
+		}, false, false},
 		{"length stated by the handler", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Length", "5")
 			io.WriteString(w, "hello")
-		}, false},
-		{"no content", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }, false},
-		{"not modified", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotModified) }, false},
+		}, false, false},
+		{"no content", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }, false, false},
+		{"not modified", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNotModified) }, false, false},
 		{"status and body", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusTeapot)
 			io.WriteString(w, "short and stout")
-		}, false},
-		{"http.Error", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no such thing", http.StatusNotFound) }, false},
-		{"nothing written", func(w http.ResponseWriter, r *http.Request) {}, false},
+		}, false, false},
+		{"http.Error", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no such thing", http.StatusNotFound) }, false, false},
+		{"nothing written", func(w http.ResponseWriter, r *http.Request) {}, false, false},
 		{"type suppressed", func(w http.ResponseWriter, r *http.Request) {
 			w.Header()["Content-Type"] = nil
 			io.WriteString(w, "x")
-		}, false},
+		}, false, false},
 		{"date set by the handler", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Date", handlersDate)
 			io.WriteString(w, "x")
-		}, false},
+		}, false, false},
 		{"header set after the body is not sent", func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, "a")
 			w.Header().Set("X-Late", "1")
-		}, false},
+		}, false, false},
 		{"a second WriteHeader is ignored", func(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusAccepted)
 			w.WriteHeader(http.StatusInternalServerError)
-		}, false},
-		{"body echoed", func(w http.ResponseWriter, r *http.Request) { io.Copy(w, r.Body) }, false},
+		}, false, false},
+		{"body echoed", func(w http.ResponseWriter, r *http.Request) { io.Copy(w, r.Body) }, false, false},
+		{"a body refused after no content", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+			if _, err := io.WriteString(w, "x"); !errors.Is(err, http.ErrBodyNotAllowed) {
+				t.Errorf("writing a body after 204: %v, want http.ErrBodyNotAllowed", err)
+			}
+		}, false, false},
+		{"more than the stated length refused", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "3")
+			io.WriteString(w, "abc")
+			if _, err := io.WriteString(w, "d"); !errors.Is(err, http.ErrContentLength) {
+				t.Errorf("writing past Content-Length: %v, want http.ErrContentLength", err)
+			}
+		}, false, true},
 		{"flushed: an event stream", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, "event: message\ndata: 1\n\n")
 			http.NewResponseController(w).Flush()
 			io.WriteString(w, "event: message\ndata: 2\n\n")
-		}, true},
-		{"past the buffer", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, large) }, true},
+		}, true, false},
+		{"past the buffer", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, large) }, true, false},
 		{"the request as the handler sees it", func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
 			_, local := ctx.Value(http.LocalAddrContextKey).(interface{ String() string })
@@ -75,12 +92,16 @@ func TestFrontAnswersAsNetHTTPDoes(t *testing.T) {
 			fmt.Fprintf(w, "%s %s %s host=%s proto=%s len=%d server=%v local=%v remote=%v hostHeader=%v type=%s body=%s",
 				r.Method, r.RequestURI, r.URL.Path, r.Host, r.Proto, r.ContentLength, ctx.Value(http.ServerContextKey) != nil,
 				local, r.RemoteAddr != "", r.Header["Host"] != nil, r.Header.Get("Content-Type"), body)
-		}, false},
+		}, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fr, plain := startFront(t, tc.h, defaultLimits), startPlain(t, tc.h, defaultLimits)
 			fc, pc := dial(t, fr.addr), dial(t, plain.addr)
-			for range 2 {
+			times := 2
+			if tc.closes {
+				times = 1
+			}
+			for range times {
 				req := post(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 				fc.send(req)
 				pc.send(req)
@@ -96,8 +117,11 @@ func TestFrontAnswersAsNetHTTPDoes(t *testing.T) {
 					t.Errorf("Content-Length %d for a body of %d", got.resp.ContentLength, len(got.body))
 				}
 			}
-			if n := fr.fr.answered.Load(); n != 2 {
-				t.Errorf("the front answered %d requests, want both (handed over %d)", n, fr.fr.handedOver.Load())
+			if n := fr.fr.answered.Load(); n != uint64(times) {
+				t.Errorf("the front answered %d requests, want %d (handed over %d)", n, times, fr.fr.handedOver.Load())
+			}
+			if tc.closes && (!fc.closed(5*time.Second) || !pc.closed(5*time.Second)) {
+				t.Error("the connection is still open")
 			}
 		})
 	}
@@ -478,4 +502,41 @@ func TestFrontAnswersRequestsThatEndAsTheirWatchBegins(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A handler that says Connection: close has its answer sent and the
+// connection closed after it; one that asks for the connection once its
+// answer has begun is refused (net/http would flush and hand it over; the
+// hub takes connections only before answering).
+func TestFrontClosesWhenTheHandlerSaysSo(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch string(body) {
+		case "close":
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, "bye")
+		case "late":
+			io.WriteString(w, "begun")
+			http.NewResponseController(w).Flush()
+			if _, _, err := http.NewResponseController(w).Hijack(); !errors.Is(err, errHijackLate) {
+				t.Errorf("hijack after the answer began: %v, want errHijackLate", err)
+			}
+		}
+	})
+	s := startFront(t, h, defaultLimits)
+	c := dial(t, s.addr)
+	c.send(post("late"))
+	if a := c.answer("POST"); a == nil || a.body != "begun" || a.resp.Close {
+		t.Fatalf("answer %+v", a)
+	}
+	c.send(post("close"))
+	if a := c.answer("POST"); a == nil || a.body != "bye" || !a.resp.Close {
+		t.Fatalf("answer %+v, want it with Connection: close", a)
+	}
+	if !c.closed(5 * time.Second) {
+		t.Fatal("the connection is still open")
+	}
+	if n := s.fr.answered.Load(); n != 2 {
+		t.Fatalf("answered %d, want 2", n)
+	}
 }

@@ -25,8 +25,7 @@ var errAnswered = errors.New("front: the response was already sent")
 // handler's headers with Date, Content-Length or chunked framing, and a
 // sniffed Content-Type where the handler set none.
 type response struct {
-	cn  *conn
-	req *http.Request
+	cn *conn
 	// handlerHeader is the handler's to set; header is what is sent, a
 	// copy of it taken when the status is fixed.
 	handlerHeader http.Header
@@ -65,7 +64,7 @@ func (w *response) writeHeaderLocked(code int) {
 	}
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		// An informational answer goes at once; the final one follows.
-		w.write(w.head(w.handlerHeader, code, false, -1))
+		w.send(w.appendHead(w.cn.wbuf[:0], w.handlerHeader, code, false, -1))
 		return
 	}
 	// What the handler sets from here on is not sent, as with net/http.
@@ -92,16 +91,18 @@ func (w *response) Write(p []byte) (int, error) {
 	if !bodyAllowed(w.status) {
 		return 0, http.ErrBodyNotAllowed
 	}
-	if w.declared >= 0 && w.written+int64(len(p)) > w.declared {
+	// Counted before the check, as net/http counts: an answer written
+	// past its stated length closes its connection once it ends.
+	w.written += int64(len(p))
+	if w.declared >= 0 && w.written > w.declared {
 		return 0, http.ErrContentLength
 	}
 	if w.err != nil {
 		return 0, w.err
 	}
-	w.written += int64(len(p))
 	w.buf = append(w.buf, p...)
 	if len(w.buf) > bufferLimit {
-		w.flushLocked()
+		w.flushLocked(nil)
 	}
 	return len(p), w.err
 }
@@ -138,40 +139,39 @@ func (w *response) FlushError() error {
 	if !w.wroteHeader {
 		w.writeHeaderLocked(http.StatusOK)
 	}
-	w.flushLocked()
+	w.flushLocked(nil)
 	return w.err
 }
 
-// flushLocked sends the head, if not yet sent, and the buffered body.
-func (w *response) flushLocked() {
+// flushLocked sends the head, if not yet sent, the buffered body, and
+// then tail, in one write.
+func (w *response) flushLocked(tail []byte) {
+	b := w.cn.wbuf[:0]
 	if !w.sent {
 		w.chunked = w.declared < 0 && bodyAllowed(w.status)
 		w.sent = true
-		h := w.head(w.header, w.status, w.chunked, -1)
-		if len(w.buf) == 0 {
-			w.write(h)
-			return
-		}
-		w.write(h, w.frame(w.buf)...)
-		w.buf = w.buf[:0]
-		return
+		b = w.appendHead(b, w.header, w.status, w.chunked, -1)
 	}
 	if len(w.buf) > 0 {
-		w.write(nil, w.frame(w.buf)...)
+		b = w.appendFrame(b, w.buf)
 		w.buf = w.buf[:0]
 	}
-}
-
-// frame is b as it goes on the wire: a chunk, or as it is.
-func (w *response) frame(b []byte) [][]byte {
-	if !w.chunked {
-		return [][]byte{b}
+	if b = append(b, tail...); len(b) > 0 {
+		w.send(b)
 	}
-	size := strconv.AppendInt(make([]byte, 0, 18), int64(len(b)), 16)
-	return [][]byte{append(size, '\r', '\n'), b, crlf}
 }
 
-var crlf = []byte("\r\n")
+// appendFrame appends body to dst as it goes on the wire: a chunk, or as
+// it is.
+func (w *response) appendFrame(dst, body []byte) []byte {
+	if !w.chunked {
+		return append(dst, body...)
+	}
+	dst = strconv.AppendInt(dst, int64(len(body)), 16)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, body...)
+	return append(dst, '\r', '\n')
+}
 
 // finish ends the answer once the handler has returned.
 func (w *response) finish() {
@@ -191,15 +191,14 @@ func (w *response) finish() {
 			length = int64(len(w.buf))
 		}
 		w.sent = true
-		w.write(w.head(w.header, w.status, false, length), w.buf)
+		w.send(append(w.appendHead(w.cn.wbuf[:0], w.header, w.status, false, length), w.buf...))
 	case w.chunked:
-		w.flushLocked()
-		w.write(lastChunk)
+		w.flushLocked(lastChunk)
 	default:
-		w.flushLocked()
+		w.flushLocked(nil)
 	}
 	if w.declared >= 0 && w.written != w.declared {
-		// Fewer bytes than stated: the client cannot tell where the next
+		// Not the bytes stated: the client cannot tell where the next
 		// answer starts.
 		w.closeAfter = true
 	}
@@ -207,10 +206,9 @@ func (w *response) finish() {
 
 var lastChunk = []byte("0\r\n\r\n")
 
-// head is the status line and headers h of an answer; length, unless -1,
-// is the Content-Length to state.
-func (w *response) head(h http.Header, code int, chunked bool, length int64) []byte {
-	b := w.cn.out[:0]
+// appendHead appends to b the status line and headers h of an answer;
+// length, unless -1, is the Content-Length to state.
+func (w *response) appendHead(b []byte, h http.Header, code int, chunked bool, length int64) []byte {
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, ' ')
@@ -244,9 +242,7 @@ func (w *response) head(h http.Header, code int, chunked bool, length int64) []b
 	}
 	aw := appender{b}
 	_ = h.Write(&aw)
-	b = append(aw.b, "\r\n"...)
-	w.cn.out = b
-	return b
+	return append(aw.b, "\r\n"...)
 }
 
 // appender collects what http.Header.Write writes.
@@ -257,23 +253,16 @@ func (a *appender) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// write sends head and then parts in one write to the connection: copied
-// together first, since the connection (behind the server's connection
-// limit) is not one net.Buffers can write with one call, and a second
-// write is a second system call per answer.
-func (w *response) write(head []byte, parts ...[]byte) {
+// send writes b, an answer's head and body or the next part of its body,
+// in one write: one system call per answer. (net.Buffers would not save
+// the copy: behind the server's connection limit the connection is not
+// one it can write with one call.) b's memory is kept for the next.
+func (w *response) send(b []byte) {
+	if cap(b) <= maxKeptBuffer {
+		w.cn.wbuf = b[:0]
+	}
 	if w.err != nil {
 		return
-	}
-	b := head
-	if len(parts) > 0 {
-		b = append(w.cn.wbuf[:0], head...)
-		for _, p := range parts {
-			b = append(b, p...)
-		}
-		if cap(b) <= maxKeptBuffer {
-			w.cn.wbuf = b
-		}
 	}
 	if _, err := w.cn.c.Write(b); err != nil {
 		w.err = err
