@@ -144,9 +144,6 @@ func testHealth(t *testing.T, nodes []*fleetNode) {
 	}
 }
 
-// A fleet's TTL buckets are one per fleet, replicated as the log is: a key
-// put through one node (presence in a room) is read through every node,
-// and goes on every node when its TTL runs out.
 // openBuckets opens the named bucket through every node.
 func openBuckets(ctx context.Context, t *testing.T, nodes []*fleetNode, name string) []*TTLBucket {
 	t.Helper()
@@ -161,6 +158,9 @@ func openBuckets(ctx context.Context, t *testing.T, nodes []*fleetNode, name str
 	return buckets
 }
 
+// A fleet's TTL buckets are one per fleet, replicated as the log is: a key
+// put through one node (presence in a room) is read through every node,
+// and goes on every node when its TTL runs out.
 func testTTLBucketsShared(t *testing.T, nodes []*fleetNode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
