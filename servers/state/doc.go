@@ -16,8 +16,11 @@
 //
 // Concurrency. Write, View, Vouches, Position and WaitFor may be called from
 // any number of goroutines. Concurrent Writes are pipelined into the log (one
-// connection, a bounded window of unacknowledged appends): the server still
-// fsyncs every entry before acknowledging it, but no writer waits for
+// connection, a bounded window of unacknowledged appends): on a single node
+// the writes that arrive while a group is being appended go together as the
+// next group, made durable by one fsync of the log's journal; in a fleet the
+// servers fsync every entry. Either way every entry is durable before its
+// writer is answered or any follower reads it, no writer waits for
 // another's round trip, and the projection applies entries as they arrive
 // rather than one caller at a time. View reads a pebble
 // snapshot, so a reader sees a consistent projection at one position while

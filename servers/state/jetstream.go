@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -45,10 +46,13 @@ const (
 )
 
 // JetStreamLog is the default Log: a JetStream stream in a NATS server that
-// runs inside this process and listens on no port. Every append is fsynced
-// before it is acknowledged (SyncAlways); the server's default would leave up
-// to two minutes of acknowledged writes in the page cache. In a fleet the
-// same stream is replicated across the nodes' servers (see OpenCluster).
+// runs inside this process and listens on no port. Every append is durable
+// before it is acknowledged: on a single node, written to the log's journal
+// and fsynced, a group of appends at a time (journal.go); in a fleet, where
+// the same stream is replicated across the nodes' servers (see
+// OpenCluster), fsynced by the servers themselves (SyncAlways: the
+// default would leave up to two minutes of acknowledged writes in the page
+// cache).
 type JetStreamLog struct {
 	ns     *server.Server // nil on an operator's NATS
 	nc     *nats.Conn
@@ -62,9 +66,11 @@ type JetStreamLog struct {
 	// still being replicated, which would turn a seat's own parallel
 	// writes into refusals.
 	fences keyedMutex
-	// group lets concurrent appends share an fsync; nil where every
-	// message is stored on its own (a fleet, an operator's NATS).
-	group *appendGroup
+	// group and journal let concurrent appends share an fsync; nil where
+	// every message is stored and fsynced by the server on its own (a
+	// fleet, an operator's NATS, a stream made before the journal was).
+	group   *appendGroup
+	journal *journal
 
 	mu     sync.Mutex
 	closed bool
@@ -76,20 +82,30 @@ type JetStreamLog struct {
 // OpenJetStream starts the embedded server with its store under dir and
 // makes sure the operation stream exists.
 func OpenJetStream(ctx context.Context, dir string) (*JetStreamLog, error) {
-	return openJetStream(ctx, logConfig{
+	return openJetStream(ctx, singleNode(dir))
+}
+
+// singleNode is the embedded log of one node, alone, with its store and
+// its journal under dir.
+func singleNode(dir string) logConfig {
+	return logConfig{
 		server: &server.Options{
 			ServerName: "crewlet-state",
 			DontListen: true,
 			JetStream:  true,
 			StoreDir:   dir,
 			SyncAlways: true,
-			NoSigs:     true,
-			NoLog:      true,
-			MaxPayload: 8 << 20,
+			// Only the journaled operation stream persists asynchronously;
+			// the server syncs it this often (see journal.go).
+			SyncInterval: streamSyncInterval,
+			NoSigs:       true,
+			NoLog:        true,
+			MaxPayload:   8 << 20,
 		},
 		replicas: 1,
 		subjects: []string{streamSubject},
-	})
+		journal:  filepath.Join(dir, "journal"),
+	}
 }
 
 // logConfig is how a JetStreamLog is reached: an embedded server (alone or
@@ -102,16 +118,16 @@ type logConfig struct {
 	subjects []string
 	// ready bounds the wait for the embedded server to accept connections.
 	ready time.Duration
+	// journal, if set, is the directory of the journal of a single node's
+	// embedded log.
+	journal string
 }
 
 func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 	l := &JetStreamLog{done: make(chan struct{}), replicas: max(c.replicas, 1)}
-	if c.server != nil && l.replicas == 1 {
-		// Only a single node's embedded server: a fleet's stream already
-		// syncs once per replicated batch, and an operator's server may
-		// predate atomic batches.
-		l.group = newAppendGroup()
-	}
+	// Only a single node's embedded server journals: a fleet's stream
+	// already syncs once per replicated batch.
+	journaled := c.journal != "" && c.server != nil && l.replicas == 1
 	var err error
 	if c.server != nil {
 		if l.ns, err = server.NewServer(c.server); err != nil {
@@ -153,19 +169,29 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 		l.shutdown()
 		return nil, fmt.Errorf("state: JetStream client: %w", err)
 	}
+	cfg := jetstream.StreamConfig{
+		Name:       streamName,
+		Subjects:   c.subjects,
+		Storage:    jetstream.FileStorage,
+		Retention:  jetstream.LimitsPolicy,
+		Duplicates: dupWindow,
+		MaxMsgSize: 8 << 20,
+		Replicas:   l.replicas,
+	}
 	err = untilReady(ctx, func(ctx context.Context) error {
+		if journaled {
+			// A stream's persist mode is fixed when it is made: one made
+			// before the journal keeps the server's fsync of each message.
+			cfg.PersistMode = jetstream.AsyncPersistMode
+			if s, err := l.js.Stream(ctx, streamName); err == nil {
+				old := s.CachedInfo().Config
+				cfg.PersistMode, cfg.AllowAtomicPublish = old.PersistMode, old.AllowAtomicPublish
+			} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+				return err
+			}
+		}
 		var err error
-		l.stream, err = l.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:       streamName,
-			Subjects:   c.subjects,
-			Storage:    jetstream.FileStorage,
-			Retention:  jetstream.LimitsPolicy,
-			Duplicates: dupWindow,
-			MaxMsgSize: 8 << 20,
-			Replicas:   l.replicas,
-			// Grouped appends travel as atomic batches.
-			AllowAtomicPublish: l.group != nil,
-		})
+		l.stream, err = l.js.CreateOrUpdateStream(ctx, cfg)
 		return err
 	})
 	if err == nil && l.replicas > 1 {
@@ -175,7 +201,65 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 		l.shutdown()
 		return nil, fmt.Errorf("state: create the operation stream: %w", err)
 	}
+	if journaled && cfg.PersistMode == jetstream.AsyncPersistMode {
+		if err := l.openJournal(ctx, c.journal); err != nil {
+			l.shutdown()
+			return nil, err
+		}
+	}
 	return l, nil
+}
+
+// openJournal opens the journal and brings the stream and the journal level:
+// what the journal holds past the stream's end (lost with a crash before
+// the server synced it) is stored again at the same positions, and what the
+// stream holds past the journal's end (stored, never answered) is
+// journaled. Then followers may read the whole stream.
+func (l *JetStreamLog) openJournal(ctx context.Context, dir string) error {
+	j, recs, fresh, err := openJournal(dir)
+	if err != nil {
+		return err
+	}
+	last, err := l.Last(ctx)
+	if err != nil {
+		j.close()
+		return fmt.Errorf("state: the operation stream's end: %w", err)
+	}
+	if fresh {
+		// No journal (a new node, or one moved aside): it begins where
+		// the stream ends.
+		j.last = last
+	}
+	for _, r := range recs {
+		if r.pos <= last {
+			continue
+		}
+		if r.pos != last+1 {
+			j.close()
+			return fmt.Errorf("state: the journal in %s holds position %d but the operation stream ends at %d: what is between is in neither, so the node does not start; move the journal aside to start with what the stream holds", dir, r.pos, last)
+		}
+		// Without its op_id: the duplicate window, rebuilt from what the
+		// stream holds, must not answer it with another position.
+		ack, err := l.js.Publish(ctx, streamSubject, r.data)
+		if err != nil {
+			j.close()
+			return fmt.Errorf("state: store again position %d from the journal: %w", r.pos, err)
+		}
+		if ack.Sequence != r.pos {
+			j.close()
+			return fmt.Errorf("state: position %d from the journal was stored again at %d", r.pos, ack.Sequence)
+		}
+		last = r.pos
+	}
+	l.journal = j
+	if err := l.journalThrough(nil, 0, true); err != nil {
+		l.journal = nil
+		j.close()
+		return err
+	}
+	j.advance(j.position())
+	l.group = &appendGroup{}
+	return nil
 }
 
 // errNoLeader says a replicated stream has no leader yet.
@@ -317,6 +401,12 @@ func (l *JetStreamLog) Follow(ctx context.Context, from uint64, deliver func(Ent
 			return fmt.Errorf("state: a delivery was lost (consumer sequence %d after %d)", md.Sequence.Consumer, delivered)
 		}
 		delivered = md.Sequence.Consumer
+		if l.journal != nil {
+			// Stored is not yet durable: the journal says when it is.
+			if err := l.journal.waitDurable(ctx, md.Sequence.Stream, l.done); err != nil {
+				return err
+			}
+		}
 		if err := deliver(Entry{Position: md.Sequence.Stream, Data: m.Data()}); err != nil {
 			return err
 		}
@@ -358,6 +448,9 @@ func (l *JetStreamLog) Close() error {
 	close(l.done)
 	l.mu.Unlock()
 	l.shutdown()
+	if l.journal != nil {
+		l.journal.close()
+	}
 	return nil
 }
 

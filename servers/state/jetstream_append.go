@@ -15,11 +15,11 @@ import (
 // Appending to the JetStream log: sending messages, waiting for their
 // acknowledgements, and what the server's answers mean — stored, refused
 // for good (a fence that no longer holds), or refused for now and sent
-// again. Grouped appends are in jetstream_group.go.
+// again. A single node's grouped appends are in jetstream_group.go.
 
 // Append publishes msgs without waiting between them, then waits for every
-// acknowledgement. A single operation on a single node's log may share its
-// fsync with others appended at the same moment (see appendGroup).
+// acknowledgement. On a single node's log each message goes in the next
+// group of appends, made durable together (see appendGroup).
 func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, error) {
 	l.mu.Lock()
 	closed := l.closed
@@ -32,14 +32,22 @@ func (l *JetStreamLog) Append(ctx context.Context, msgs []Message) ([]uint64, er
 		// hear the outcome of.
 		return nil, fmt.Errorf("%w: %w", ErrNotAppended, err)
 	}
-	if l.group != nil && len(msgs) == 1 && groupable(msgs[0]) {
-		pos, err := l.appendGrouped(ctx, msgs[0])
+	if l.group == nil {
+		return l.publish(ctx, msgs)
+	}
+	positions := make([]uint64, 0, len(msgs))
+	for i, m := range msgs {
+		pos, err := l.appendGrouped(ctx, m)
 		if err != nil {
+			if i > 0 {
+				// Earlier ones were stored: not "nothing appended".
+				return nil, fmt.Errorf("state: %d of %d messages were appended, then: %v", i, len(msgs), err)
+			}
 			return nil, err
 		}
-		return []uint64{pos}, nil
+		positions = append(positions, pos)
 	}
-	return l.publish(ctx, msgs)
+	return positions, nil
 }
 
 // publish sends msgs one by one, each stored and fsynced on its own.
@@ -71,7 +79,7 @@ func (l *JetStreamLog) publish(ctx context.Context, msgs []Message) ([]uint64, e
 	for i, f := range futures {
 		// The server's no to the first message means nothing was stored;
 		// to a later one, that the earlier ones may have been.
-		pos, err := l.await(ctx, f, msgs[i], i == 0)
+		pos, _, err := l.await(ctx, f, msgs[i], i == 0)
 		if err != nil {
 			return nil, err
 		}
@@ -108,14 +116,18 @@ func (l *JetStreamLog) send(m Message, stall time.Duration) (jetstream.PubAckFut
 	return l.js.PublishMsgAsync(msg, opts...)
 }
 
-// await waits for m's acknowledgement. refusalKnown says the server's no
-// means m was not stored (ErrNotAppended); otherwise it is an unknown
-// outcome.
-func (l *JetStreamLog) await(ctx context.Context, f jetstream.PubAckFuture, m Message, refusalKnown bool) (uint64, error) {
+// await waits for m's acknowledgement: its position, and whether that
+// position is an earlier message's with the same id (dup). refusalKnown
+// says the server's no means m was not stored (ErrNotAppended); otherwise
+// it is an unknown outcome.
+func (l *JetStreamLog) await(ctx context.Context, f jetstream.PubAckFuture, m Message, refusalKnown bool) (pos uint64, dup bool, err error) {
 	for retries := 0; ; retries++ {
-		pos, again, err := l.awaitOnce(ctx, f, m, refusalKnown)
+		ack, again, err := l.awaitOnce(ctx, f, m, refusalKnown)
 		if !again || retries == inProcessRetries {
-			return pos, err
+			if ack == nil {
+				return 0, false, err
+			}
+			return ack.Sequence, ack.Duplicate, err
 		}
 		// The server could not take it yet (see sendAgain); sent again
 		// once what it waited on is stored, it is answered as if it had
@@ -123,13 +135,13 @@ func (l *JetStreamLog) await(ctx context.Context, f jetstream.PubAckFuture, m Me
 		select {
 		case <-time.After(inProcessWait):
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, false, ctx.Err()
 		case <-l.done:
-			return 0, ErrLogClosed
+			return 0, false, ErrLogClosed
 		}
 		if f, err = l.send(m, stallWait(ctx)); err != nil {
 			// Not sent again, but the other store may still land.
-			return 0, err
+			return 0, false, err
 		}
 	}
 }
@@ -165,35 +177,35 @@ func sendAgain(e *jetstream.APIError) bool {
 
 // awaitOnce is one wait of await; again says the message should be sent
 // again (see sendAgain).
-func (l *JetStreamLog) awaitOnce(ctx context.Context, f jetstream.PubAckFuture, m Message, refusalKnown bool) (pos uint64, again bool, err error) {
+func (l *JetStreamLog) awaitOnce(ctx context.Context, f jetstream.PubAckFuture, m Message, refusalKnown bool) (ack *jetstream.PubAck, again bool, err error) {
 	select {
 	case ack := <-f.Ok():
-		return ack.Sequence, false, nil
+		return ack, false, nil
 	case err := <-f.Err():
 		var apiErr *jetstream.APIError
 		switch {
 		case !errors.As(err, &apiErr):
-			return 0, false, err
+			return nil, false, err
 		case sendAgain(apiErr):
 			if refusalKnown && apiErr.ErrorCode != errCodeInProcess {
 				// If it is still refused when the sends run out, it was
 				// not stored; an op_id in process may have been, elsewhere.
 				err = fmt.Errorf("%w: %w", ErrNotAppended, err)
 			}
-			return 0, true, err
+			return nil, true, err
 		case !refusalKnown:
-			return 0, false, err
+			return nil, false, err
 		case fenceRefused(apiErr) && m.Fence != nil:
 			// The server answered, and its answer was no: not stored.
-			return 0, false, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
+			return nil, false, fmt.Errorf("%w: %w: %w", ErrNotAppended, ErrFenced, err)
 		default:
-			return 0, false, fmt.Errorf("%w: %w", ErrNotAppended, err)
+			return nil, false, fmt.Errorf("%w: %w", ErrNotAppended, err)
 		}
 	case <-ctx.Done():
-		return 0, false, ctx.Err()
+		return nil, false, ctx.Err()
 	case <-l.done:
 		// Sent, and maybe stored, but nobody is left to say.
-		return 0, false, ErrLogClosed
+		return nil, false, ErrLogClosed
 	}
 }
 

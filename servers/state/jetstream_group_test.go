@@ -11,7 +11,7 @@ import (
 	"github.com/sourcegraph/conc"
 )
 
-// holdGroup makes the log's group look busy with an append in flight, so
+// holdGroup makes the log's group look busy with a group in flight, so
 // appends queue behind it. The returned release waits until n appends are
 // queued, runs then (if not nil) and hands them the lead, as a finished
 // append would.
@@ -119,10 +119,12 @@ func background(n int) []context.Context {
 	return ctxs
 }
 
-// Appends that queue behind one in flight go as one batch, stored with one
-// fsync, each message at a position of its own holding exactly its bytes.
-func TestAppendsArrivingTogetherShareABatch(t *testing.T) {
+// Appends that queue behind one in flight go as one group, made durable
+// with one journal write, each message at a position of its own holding
+// exactly its bytes.
+func TestAppendsArrivingTogetherShareAJournalWrite(t *testing.T) {
 	l := openLog(t)
+	before := l.journal.writes.Load()
 	release := holdGroup(t, l)
 	const n = 40
 	msgs := messages(n, "op")
@@ -130,8 +132,8 @@ func TestAppendsArrivingTogetherShareABatch(t *testing.T) {
 	go func() { res <- appendAll(background(n), l, msgs) }()
 	release(n, nil)
 	out := <-res
-	if got := l.group.stored.Load(); got != 1 {
-		t.Fatalf("%d batches stored, want the %d appends as one", got, n)
+	if got := l.journal.writes.Load() - before; got != 1 {
+		t.Fatalf("%d journal writes, want the %d appends made durable as one", got, n)
 	}
 	stored := entries(t, l, n)
 	var positions []int
@@ -150,6 +152,9 @@ func TestAppendsArrivingTogetherShareABatch(t *testing.T) {
 			t.Fatalf("positions %v, want 1..%d each once", positions, n)
 		}
 	}
+	if got := l.journal.position(); got != n {
+		t.Fatalf("the journal holds up to %d, want %d", got, n)
+	}
 	// Each message kept its own id in the duplicate window.
 	again, err := l.Append(context.Background(), []Message{{ID: msgs[7].ID, Data: []byte("again")}})
 	if err != nil || again[0] != out[7].pos {
@@ -157,31 +162,9 @@ func TestAppendsArrivingTogetherShareABatch(t *testing.T) {
 	}
 }
 
-// A queue too short to pay for a batch goes one message at a time.
-func TestFewAppendsGoOneByOne(t *testing.T) {
-	l := openLog(t)
-	release := holdGroup(t, l)
-	const n = minGroup - 1
-	res := make(chan []appended, 1)
-	go func() { res <- appendAll(background(n), l, messages(n, "few")) }()
-	release(n, nil)
-	for i, a := range <-res {
-		if a.err != nil {
-			t.Fatalf("append %d: %v", i, a.err)
-		}
-	}
-	if got := l.group.stored.Load(); got != 0 {
-		t.Fatalf("%d batches for %d appends", got, n)
-	}
-	if len(entries(t, l, n)) != n {
-		t.Fatal("not every append was stored")
-	}
-}
-
-// One message already in the log fails its batch whole (atomic: none of it
-// stored); every message then goes on its own, the repeated one answered
-// with the position it already has, and nothing is stored twice.
-func TestBatchWithARepeatedIDFallsBackOneByOne(t *testing.T) {
+// An id the log already holds, appended again in a group, is answered
+// with the position it has, and nothing is stored or journaled twice.
+func TestGroupWithARepeatedIDAnswersItsPosition(t *testing.T) {
 	l := openLog(t)
 	first, err := l.Append(context.Background(), []Message{{ID: "op-dup", Data: []byte("first")}})
 	if err != nil {
@@ -195,9 +178,6 @@ func TestBatchWithARepeatedIDFallsBackOneByOne(t *testing.T) {
 	go func() { res <- appendAll(background(n), l, msgs) }()
 	release(n, nil)
 	out := <-res
-	if l.group.stored.Load() != 0 {
-		t.Fatal("a batch holding a repeated id was stored")
-	}
 	if out[12].err != nil || out[12].pos != first[0] {
 		t.Fatalf("the repeated id: %+v, want position %d", out[12], first[0])
 	}
@@ -213,10 +193,13 @@ func TestBatchWithARepeatedIDFallsBackOneByOne(t *testing.T) {
 			t.Fatalf("append %d: %+v holds %q", i, a, stored[a.pos])
 		}
 	}
+	if got := l.journal.position(); got != n {
+		t.Fatalf("the journal holds up to %d, want %d", got, n)
+	}
 }
 
 // A caller that gave up while queued is told nothing was appended, and
-// nothing of its is; the rest of its batch is stored.
+// nothing of its is; the rest of its group is stored.
 func TestQueuedCallerThatLeftIsNotAppended(t *testing.T) {
 	l := openLog(t)
 	release := holdGroup(t, l)
@@ -231,9 +214,6 @@ func TestQueuedCallerThatLeftIsNotAppended(t *testing.T) {
 	out := <-res
 	if !errors.Is(out[3].err, ErrNotAppended) {
 		t.Fatalf("the caller that left: %+v, want nothing appended", out[3])
-	}
-	if l.group.stored.Load() != 1 {
-		t.Fatal("the others did not go as a batch")
 	}
 	stored := entries(t, l, n-1)
 	for _, data := range stored {
@@ -257,26 +237,66 @@ func TestQueuedAppendsWhenTheLogClosesAreNotAppended(t *testing.T) {
 			t.Fatalf("append %d after the log closed: %+v, want nothing appended", i, a)
 		}
 	}
-	if l.group.stored.Load() != 0 {
-		t.Fatal("a batch was stored by a closed log")
+	if l.journal.position() != 0 {
+		t.Fatal("a closed log journaled appends")
 	}
 }
 
-// A batch whose commit is under way when the log closes may or may not be
-// stored, and nobody is left to ask: every caller in it is told the log
-// closed, never that nothing was appended (which the node would report as
-// safe to retry); the node answers such a write unknown.
-func TestBatchCutAtItsCommitIsNotSaidUnappended(t *testing.T) {
+// A group the server stored but the journal could not make durable is not
+// said to be unappended (the node answers such a write unknown), and the
+// follower does not read it until it is durable. The next journal write
+// reads the missing entries back from the stream first, so nothing stored
+// is left out of the journal, and nothing answered is left undurable.
+func TestGroupTheJournalFailedIsUnknownThenJournaled(t *testing.T) {
 	l := openLog(t)
+	if _, err := l.Append(context.Background(), messages(1, "before")); err != nil {
+		t.Fatal(err)
+	}
+	// The segment's file closed under the journal: its next write fails
+	// as a write to a lost disk would.
+	_ = l.journal.f.Close()
 	release := holdGroup(t, l)
-	l.group.beforeCommit = func() { _ = l.Close() }
-	const n = 30
+	const n = 5
 	res := make(chan []appended, 1)
-	go func() { res <- appendAll(background(n), l, messages(n, "op")) }()
+	go func() { res <- appendAll(background(n), l, messages(n, "lost")) }()
 	release(n, nil)
 	for i, a := range <-res {
-		if !errors.Is(a.err, ErrLogClosed) || errors.Is(a.err, ErrNotAppended) {
-			t.Fatalf("append %d cut at its batch's commit: %+v, want the log closed and not nothing appended", i, a)
+		if a.err == nil || errors.Is(a.err, ErrNotAppended) || errors.Is(a.err, ErrLogClosed) {
+			t.Fatalf("append %d of a group the journal failed: %+v, want an unknown outcome", i, a)
 		}
+	}
+	if got := l.journal.position(); got != 1 {
+		t.Fatalf("the journal holds up to %d after its write failed, want 1", got)
+	}
+	// Not durable, so not read.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	var read []uint64
+	err := l.Follow(ctx, 1, func(e Entry) error { read = append(read, e.Position); return nil })
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || len(read) != 1 {
+		t.Fatalf("the follower read %v (%v), want only position 1 until the rest is durable", read, err)
+	}
+	// The same operation sent again is answered with the position it was
+	// stored at, which is made durable before that answer.
+	lost := messages(n, "lost")
+	again, err := l.Append(context.Background(), []Message{lost[2]})
+	if err != nil {
+		t.Fatalf("a lost append sent again: %v", err)
+	}
+	if m, err := l.stream.GetMsg(context.Background(), again[0]); err != nil || string(m.Data) != string(lost[2].Data) {
+		t.Fatalf("the append sent again was answered %d, which does not hold it (%v)", again[0], err)
+	}
+	if got := l.journal.position(); got != again[0] {
+		t.Fatalf("the journal holds up to %d after answering position %d", got, again[0])
+	}
+	after, err := l.Append(context.Background(), messages(1, "after"))
+	if err != nil || after[0] != n+2 {
+		t.Fatalf("the next append: %v %v, want position %d", after, err, n+2)
+	}
+	if got := l.journal.position(); got != n+2 {
+		t.Fatalf("the journal holds up to %d, want %d", got, n+2)
+	}
+	if got := entries(t, l, n+2); len(got) != n+2 {
+		t.Fatalf("read %d entries, want %d", len(got), n+2)
 	}
 }
