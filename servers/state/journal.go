@@ -57,9 +57,10 @@ type journal struct {
 	// began.
 	last uint64
 	buf  []byte
-	// keep and segmentAge are journalKeep and journalSegmentAge, shorter
-	// in tests.
+	// keep, segmentAge and segmentMin are journalKeep, journalSegmentAge
+	// and journalSegmentMin, smaller in tests.
 	keep, segmentAge time.Duration
+	segmentMin       int64
 	// writes counts the writes made durable.
 	writes atomic.Uint64
 
@@ -89,10 +90,13 @@ const (
 	// after it stops growing, well past that.
 	streamSyncInterval = time.Second
 	journalKeep        = 30 * time.Second
-	// A segment stops growing at journalSegmentAge or journalSegmentSize,
-	// whichever comes first, so the journal stays a few segments long.
+	// A segment stops growing at journalSegmentSize, or at
+	// journalSegmentAge once it holds journalSegmentMin: a busy journal
+	// stays a few segments long, and a quiet one does not pay for a new
+	// file (and its two fsyncs) with every write.
 	journalSegmentAge  = 10 * time.Second
 	journalSegmentSize = 32 << 20
+	journalSegmentMin  = 1 << 20
 	recordHead         = 8 // length and checksum
 )
 
@@ -110,7 +114,7 @@ func openJournal(dir string) (j *journal, recs []journalRecord, fresh bool, err 
 	if err != nil {
 		return nil, nil, false, err
 	}
-	j = &journal{dir: dir, wake: make(chan struct{}), keep: journalKeep, segmentAge: journalSegmentAge}
+	j = &journal{dir: dir, wake: make(chan struct{}), keep: journalKeep, segmentAge: journalSegmentAge, segmentMin: journalSegmentMin}
 	type seg struct {
 		n    uint64
 		path string
@@ -273,7 +277,7 @@ func (j *journal) write(recs []journalRecord) error {
 		j.buf = nil // one large group need not pin its buffer
 	}
 	j.advance(last)
-	if j.size >= journalSegmentSize || time.Since(j.started) >= j.segmentAge {
+	if j.size >= journalSegmentSize || (j.size >= j.segmentMin && time.Since(j.started) >= j.segmentAge) {
 		j.retire()
 	}
 	j.dropRetired()

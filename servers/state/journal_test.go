@@ -210,7 +210,7 @@ func TestStreamMadeBeforeTheJournalKeepsItsPersistMode(t *testing.T) {
 func TestJournalSegmentsRetireAndGo(t *testing.T) {
 	dir := t.TempDir()
 	l := openLogIn(t, dir)
-	l.journal.keep, l.journal.segmentAge = 0, 0
+	l.journal.keep, l.journal.segmentAge, l.journal.segmentMin = 0, 0, 0
 	appendN(t, l, messages(5, "op"))
 	// Every write retired its segment and dropped it at once.
 	if segs := segments(t, dir); len(segs) != 0 {
@@ -247,6 +247,18 @@ func TestJournalSegmentsRetireAndGo(t *testing.T) {
 	l = openLogIn(t, dir)
 	if got := l.journal.position(); got != 6 {
 		t.Fatalf("opened, the journal holds up to %d, want 6 read back from the stream", got)
+	}
+}
+
+// A quiet journal does not begin a segment (a file and two fsyncs) for
+// every write once its segment is old: only once it also holds enough.
+func TestQuietJournalKeepsItsSegment(t *testing.T) {
+	dir := t.TempDir()
+	l := openLogIn(t, dir)
+	l.journal.segmentAge = 0
+	appendN(t, l, messages(5, "op"))
+	if segs := segments(t, dir); len(segs) != 1 {
+		t.Fatalf("%d segments for five small writes, want 1", len(segs))
 	}
 }
 
