@@ -32,3 +32,14 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// SyncDir makes durable what was last done to the names in dir: a file
+// created, renamed into it or removed. A file's own fsync does not.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

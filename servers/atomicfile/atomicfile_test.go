@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,5 +27,16 @@ func TestWriteReplacesWholeWithMode(t *testing.T) {
 	}
 	if err := Write(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
 		t.Fatal("a write into a missing directory succeeded")
+	}
+}
+
+// SyncDir syncs a directory, and says so when there is none to sync.
+func TestSyncDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := SyncDir(dir); err != nil {
+		t.Fatalf("syncing a directory: %v", err)
+	}
+	if err := SyncDir(filepath.Join(dir, "gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("syncing a directory that is not there: %v, want it not to exist", err)
 	}
 }

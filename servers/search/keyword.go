@@ -27,6 +27,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 	"github.com/cockroachdb/pebble/v2"
 
+	"github.com/crewlet/hub/servers/atomicfile"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -235,7 +236,7 @@ func (ix *Index) rebuildKeyword(ctx context.Context) (bleve.Index, uint64, error
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, 0, err
 	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(dir)); err != nil {
 		return nil, 0, err
 	}
 	if idx, err = openBleve(dir); err != nil {
@@ -244,16 +245,6 @@ func (ix *Index) rebuildKeyword(ctx context.Context) (bleve.Index, uint64, error
 	ix.rebuilt = true
 	ix.log.Info("search: keyword index built", "kind", ix.opts.Kind, "documents", docs, "position", through)
 	return idx, through, nil
-}
-
-// syncDir makes a rename inside dir durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 func toIndexed(d Doc) indexed { return indexed{Title: d.Title, Body: d.Body, Scope: d.Scope} }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/crewlet/hub/servers/atomicfile"
 )
 
 // The journal is how a single node's log makes its appends durable.
@@ -209,7 +211,7 @@ func (j *journal) startSegment() error {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = syncDir(j.dir)
+		err = atomicfile.SyncDir(j.dir)
 	}
 	if err != nil {
 		_ = f.Close()
@@ -218,15 +220,6 @@ func (j *journal) startSegment() error {
 	}
 	j.f, j.size, j.started = f, int64(len(head)), time.Now()
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // write makes recs durable: one write, one fsync. Records must follow the
