@@ -49,12 +49,7 @@ func holdGroup(t *testing.T, l *JetStreamLog) (release func(n int, then func()))
 
 func openLog(t *testing.T) *JetStreamLog {
 	t.Helper()
-	l, err := OpenJetStream(context.Background(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return openLogIn(t, t.TempDir())
 }
 
 // entries reads the log's first n entries.

@@ -20,14 +20,10 @@ func reopen(t *testing.T, l *JetStreamLog, dir string) *JetStreamLog {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l, err := OpenJetStream(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	return l
+	return openLogIn(t, dir)
 }
 
+// openLogIn opens the log in dir, closed when the test ends.
 func openLogIn(t *testing.T, dir string) *JetStreamLog {
 	t.Helper()
 	l, err := OpenJetStream(context.Background(), dir)
