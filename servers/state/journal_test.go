@@ -216,6 +216,9 @@ func TestJournalSegmentsRetireAndGo(t *testing.T) {
 	if got := l.journal.position(); got != 5 {
 		t.Fatalf("reopened with no segment, the journal holds up to %d, want 5", got)
 	}
+	if w := l.journal.writes.Load(); w != 0 {
+		t.Fatalf("a journal with no segment began with %d writes, want none: it begins where the stream ends, not with a copy of it", w)
+	}
 	pos, err := l.Append(context.Background(), messages(1, "next"))
 	if err != nil || pos[0] != 6 {
 		t.Fatalf("append: %v %v, want position 6", pos, err)
