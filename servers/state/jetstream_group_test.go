@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -293,5 +294,29 @@ func TestGroupTheJournalFailedIsUnknownThenJournaled(t *testing.T) {
 	}
 	if got := entries(t, l, n+2); len(got) != n+2 {
 		t.Fatalf("read %d entries, want %d", len(got), n+2)
+	}
+}
+
+// Several messages in one Append are stored in order; when one after the
+// first is refused, the error does not say nothing was appended, because
+// the ones before it were.
+func TestAppendOfSeveralMessages(t *testing.T) {
+	l := openLog(t)
+	msgs := messages(3, "several")
+	pos, err := l.Append(context.Background(), msgs)
+	if err != nil || len(pos) != 3 || pos[0] != 1 || pos[1] != 2 || pos[2] != 3 {
+		t.Fatalf("three messages: %v %v, want positions 1, 2, 3", pos, err)
+	}
+	tooBig := Message{ID: "too-big", Data: make([]byte, 9<<20)} // past the connection's payload limit
+	_, err = l.Append(context.Background(), []Message{{ID: "fits", Data: []byte("fits")}, tooBig})
+	if err == nil || errors.Is(err, ErrNotAppended) || !strings.Contains(err.Error(), "1 of 2 messages were appended") {
+		t.Fatalf("a second message refused: %v, want one of two appended, not nothing appended", err)
+	}
+	_, err = l.Append(context.Background(), []Message{tooBig})
+	if !errors.Is(err, ErrNotAppended) {
+		t.Fatalf("a first message refused: %v, want nothing appended", err)
+	}
+	if got := entries(t, l, 4); got[4] != "fits" {
+		t.Fatalf("position 4 holds %q, want the message that fitted", got[4])
 	}
 }
