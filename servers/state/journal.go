@@ -105,9 +105,9 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // openJournal reads the segments under dir and keeps them for journalKeep
-// as retired; the first write starts a new one. It answers every record they hold, in
-// position order, for the log to compare with its stream, and whether
-// there was no segment at all.
+// as retired; the first write starts a new one. It answers every record
+// they hold, in position order, for the log to compare with its stream,
+// and whether there was no segment at all.
 func openJournal(dir string) (j *journal, recs []journalRecord, fresh bool, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, false, fmt.Errorf("state: journal directory: %w", err)
