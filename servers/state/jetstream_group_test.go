@@ -320,3 +320,20 @@ func TestAppendOfSeveralMessages(t *testing.T) {
 		t.Fatalf("position 4 holds %q, want the message that fitted", got[4])
 	}
 }
+
+// A group the server stored as the log was closing, whose journal write
+// therefore never happened, is told the log closed, never that nothing was
+// appended (which the node would report as safe to retry): the node
+// answers such a write unknown. The journal is closed as Close closes it,
+// between the server's acknowledgement and the journal write.
+func TestGroupStoredAsTheLogClosesIsNotSaidUnappended(t *testing.T) {
+	l := openLog(t)
+	l.journal.close()
+	pos, err := l.Append(context.Background(), messages(1, "cut"))
+	if !errors.Is(err, ErrLogClosed) || errors.Is(err, ErrNotAppended) {
+		t.Fatalf("an append stored but not journaled: %v %v, want the log closed and not nothing appended", pos, err)
+	}
+	if last, err := l.Last(context.Background()); err != nil || last != 1 {
+		t.Fatalf("the stream ends at %d (%v), want the message stored at 1", last, err)
+	}
+}
