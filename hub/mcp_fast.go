@@ -44,8 +44,8 @@ type fastCall struct {
 func readFastCall(body []byte) (c fastCall, ok bool) {
 	var params []byte
 	var version, method bool
-	err := rawjson.Members(body, func(key string, _, val []byte) error {
-		switch key {
+	err := rawjson.Members(body, func(key, _, val []byte) error {
+		switch string(key) {
 		case "jsonrpc":
 			version = string(val) == `"2.0"`
 		case "method":
@@ -63,8 +63,8 @@ func readFastCall(body []byte) (c fastCall, ok bool) {
 		return fastCall{}, false
 	}
 	var meta []byte
-	err = rawjson.Members(params, func(key string, _, val []byte) error {
-		switch key {
+	err = rawjson.Members(params, func(key, _, val []byte) error {
+		switch string(key) {
 		case "name":
 			name, ok := rawjson.StringText(val)
 			if !ok {
@@ -91,8 +91,8 @@ func readFastCall(body []byte) (c fastCall, ok bool) {
 	if meta == nil {
 		return c, true
 	}
-	err = rawjson.Members(meta, func(key string, _, val []byte) error {
-		switch key {
+	err = rawjson.Members(meta, func(key, _, val []byte) error {
+		switch string(key) {
 		case "progressToken":
 			if len(val) == 0 || (val[0] != '"' && val[0] != '-' && (val[0] < '0' || val[0] > '9')) {
 				return rawjson.ErrSyntax

@@ -248,8 +248,8 @@ func (d *fastDown) ask(method string, params, result any) error {
 func (f *operator) answered(w http.ResponseWriter, s *opSession, body []byte) bool {
 	var id []byte
 	var isResponse bool
-	err := rawjson.Members(body, func(key string, _, val []byte) error {
-		switch key {
+	err := rawjson.Members(body, func(key, _, val []byte) error {
+		switch string(key) {
 		case "id":
 			id = val
 		case "result", "error":

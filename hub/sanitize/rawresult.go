@@ -2,7 +2,6 @@ package sanitize
 
 import (
 	"bytes"
-	"strings"
 
 	"github.com/crewlet/hub/servers/rawjson"
 )
@@ -41,8 +40,8 @@ func (s *Sanitizer) ResultOnePass(raw []byte, rewrite Rewrite) (OnePass, bool) {
 	set := s.loadSecrets()
 	var content, structured, meta []byte
 	var haveContent bool
-	err := rawjson.Members(raw, func(key string, _, val []byte) error {
-		switch key {
+	err := rawjson.Members(raw, func(key, _, val []byte) error {
+		switch string(key) {
 		case "content":
 			content, haveContent = val, true
 		case "structuredContent":
@@ -96,8 +95,8 @@ func (s *Sanitizer) contentOnePass(raw []byte, set *secretSet) ([]byte, error) {
 	err := rawjson.Elements(raw, func(item []byte) error {
 		var text, meta []byte
 		var typed bool
-		err := rawjson.Members(item, func(key string, _, val []byte) error {
-			switch key {
+		err := rawjson.Members(item, func(key, _, val []byte) error {
+			switch string(key) {
 			case "type":
 				if string(val) != `"text"` {
 					return errNotOnePass
@@ -163,8 +162,8 @@ func (s *Sanitizer) metaOnePass(raw []byte, set *secretSet, top bool) ([]byte, e
 	}
 	out := []byte{'{'}
 	n := 0
-	err := rawjson.Members(raw, func(key string, keyRaw, val []byte) error {
-		if strings.HasPrefix(key, "io.modelcontextprotocol/") {
+	err := rawjson.Members(raw, func(key, keyRaw, val []byte) error {
+		if bytes.HasPrefix(key, []byte("io.modelcontextprotocol/")) {
 			return nil
 		}
 		k, err := s.sanitizeJSON(keyRaw, set, nil)

@@ -9,8 +9,8 @@ import (
 
 func TestMembersAndElements(t *testing.T) {
 	var keys, vals []string
-	err := Members([]byte(` {"a" : 1, "b":[1, {"c":"d"}], "e":"\u00e9"} `), func(k string, kr, v []byte) error {
-		keys, vals = append(keys, k+"="+string(kr)), append(vals, string(v))
+	err := Members([]byte(` {"a" : 1, "b":[1, {"c":"d"}], "e":"\u00e9"} `), func(k, kr, v []byte) error {
+		keys, vals = append(keys, string(k)+"="+string(kr)), append(vals, string(v))
 		return nil
 	})
 	if err != nil || strings.Join(keys, " ") != `a="a" b="b" e="e"` || strings.Join(vals, " ") != `1 [1, {"c":"d"}] "\u00e9"` {
@@ -22,7 +22,7 @@ func TestMembersAndElements(t *testing.T) {
 		t.Fatalf("%v %q", err, els)
 	}
 	for _, bad := range []string{`{"a":1`, `{"a" 1}`, `{a:1}`, `{"a":1,}`, `{"\u0061":1}`, `{"a":1} x`} {
-		if Members([]byte(bad), func(string, []byte, []byte) error { return nil }) == nil {
+		if Members([]byte(bad), func(_, _, _ []byte) error { return nil }) == nil {
 			t.Errorf("Members(%s) accepted", bad)
 		}
 	}
@@ -32,7 +32,7 @@ func TestMembersAndElements(t *testing.T) {
 // encoding/json does: empty ones, white space around, and what must not
 // follow the closing bracket or a comma.
 func TestContainersAcceptWhatJSONAccepts(t *testing.T) {
-	none := func(string, []byte, []byte) error { return nil }
+	none := func(_, _, _ []byte) error { return nil }
 	for _, in := range []string{`{}`, ` { } `, `{} x`, `{`, `{,}`, `{"a":1}`, `{"a":1,"b":2}`, `{"a":1,}`, `{"a":1 "b":2}`, `{"a":1}}`, `[]`} {
 		want := json.Valid([]byte(in)) && strings.HasPrefix(strings.TrimSpace(in), "{")
 		if got := Members([]byte(in), none) == nil; got != want {

@@ -235,8 +235,8 @@ func (d *demux) fail(err error) {
 // any other message.
 func notification(msg []byte) (method string, params json.RawMessage, ok bool) {
 	hasID := false
-	err := rawjson.Members(msg, func(key string, _, val []byte) error {
-		switch key {
+	err := rawjson.Members(msg, func(key, _, val []byte) error {
+		switch string(key) {
 		case "method":
 			m, ok := rawjson.StringText(val)
 			if !ok {

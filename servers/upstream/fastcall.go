@@ -176,8 +176,8 @@ func toolsCall(id, name string, args json.RawMessage, token string, meta []byte)
 // (2026-07-28 multi round-trip requests).
 func askingForInput(raw []byte) bool {
 	asks := false
-	_ = rawjson.Members(raw, func(key string, _, val []byte) error {
-		switch key {
+	_ = rawjson.Members(raw, func(key, _, val []byte) error {
+		switch string(key) {
 		case "inputRequests":
 			asks = asks || string(val) != "null"
 		case "resultType":
@@ -193,8 +193,8 @@ func askingForInput(raw []byte) bool {
 func response(msg []byte) (id []byte, result json.RawMessage, rpcErr *jsonrpc.Error, isResponse bool, err error) {
 	var errRaw []byte
 	var method bool
-	err = rawjson.Members(msg, func(key string, _, val []byte) error {
-		switch key {
+	err = rawjson.Members(msg, func(key, _, val []byte) error {
+		switch string(key) {
 		case "id":
 			id = val
 		case "result":
@@ -224,8 +224,8 @@ func response(msg []byte) (id []byte, result json.RawMessage, rpcErr *jsonrpc.Er
 // none (a session revision).
 func metaMembers(params []byte) []byte {
 	var meta []byte
-	_ = rawjson.Members(params, func(key string, _, val []byte) error {
-		if key == "_meta" {
+	_ = rawjson.Members(params, func(key, _, val []byte) error {
+		if string(key) == "_meta" {
 			meta = val
 		}
 		return nil
@@ -234,8 +234,8 @@ func metaMembers(params []byte) []byte {
 		return nil
 	}
 	out := []byte{}
-	_ = rawjson.Members(meta, func(key string, keyRaw, val []byte) error {
-		if key == "progressToken" {
+	_ = rawjson.Members(meta, func(key, keyRaw, val []byte) error {
+		if string(key) == "progressToken" {
 			return nil
 		}
 		if len(out) > 0 {
