@@ -19,7 +19,6 @@ import (
 
 // serveCmd is `crewlet serve`: flags, signals, and serve.Run.
 func serveCmd(args []string) error {
-	keepSysmonAwake()
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	cfgPath := fs.String("config", "", "company file (YAML); without one the embedded default company runs")
 	listen := fs.String("listen", "127.0.0.1:8420", "address to listen on; port 0 picks a free one")
