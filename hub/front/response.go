@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -250,6 +251,8 @@ func (w *response) appendHead(b []byte, h http.Header, code int, chunked bool, l
 // to a plain io.Writer it converts every string to a new []byte first,
 // five to ten allocations per answer.
 type appender struct{ b []byte }
+
+var _ io.StringWriter = (*appender)(nil)
 
 func (a *appender) Write(p []byte) (int, error) {
 	a.b = append(a.b, p...)

@@ -90,3 +90,22 @@ func FuzzWhole(f *testing.F) {
 		}
 	})
 }
+
+// Walking an object allocates nothing: each key is handed as a slice of
+// the message, and a switch on string(key) copies nothing.
+func TestMembersAllocatesNothing(t *testing.T) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	var seen int
+	allocs := testing.AllocsPerRun(100, func() {
+		_ = Members(msg, func(key, _, _ []byte) error {
+			switch string(key) {
+			case "method", "params":
+				seen++
+			}
+			return nil
+		})
+	})
+	if allocs != 0 || seen == 0 {
+		t.Errorf("Members allocated %.0f times a walk (saw %d keys); want none", allocs, seen)
+	}
+}
