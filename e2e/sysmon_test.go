@@ -9,7 +9,7 @@ import (
 
 // godebugOf reads the GODEBUG a running process was started (or last
 // exec'd) with.
-func godebugOf(t *testing.T, pid int) (string, bool) {
+func godebugOf(t *testing.T, pid int) string {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
@@ -17,10 +17,10 @@ func godebugOf(t *testing.T, pid int) (string, bool) {
 	}
 	for _, kv := range bytes.Split(b, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, []byte("GODEBUG=")); ok {
-			return string(v), true
+			return string(v)
 		}
 	}
-	return "", false
+	return ""
 }
 
 // `crewlet serve` execs itself in place with the scheduler trace that
@@ -29,11 +29,11 @@ func godebugOf(t *testing.T, pid int) (string, bool) {
 // schedtrace is left alone.
 func TestServeKeepsSysmonAwake(t *testing.T) {
 	h := startHub(t, []string{"GODEBUG=gctrace=0"})
-	if got, _ := godebugOf(t, h.cmd.Process.Pid); got != "gctrace=0,schedtrace=2147483647" {
+	if got := godebugOf(t, h.cmd.Process.Pid); got != "gctrace=0,schedtrace=2147483647" {
 		t.Errorf("the serving hub's GODEBUG = %q; want the operator's setting and the trace", got)
 	}
 	own := startHub(t, []string{"GODEBUG=schedtrace=0"})
-	if got, _ := godebugOf(t, own.cmd.Process.Pid); got != "schedtrace=0" {
+	if got := godebugOf(t, own.cmd.Process.Pid); got != "schedtrace=0" {
 		t.Errorf("with the operator's schedtrace=0 the hub's GODEBUG = %q; want it as set", got)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // write it makes (it waits for its client, then for the upstream), so
 // sysmon was put to sleep and woken several times per call. Measured at
 // one client session, that was about a third of the hub's CPU per
-// forwarded call and a sixth of a first-party read's. Under load some P is
+// forwarded call and a fifth to a quarter of a first-party read's. Under load some P is
 // always busy and sysmon never sleeps deeply, so this costs nothing there.
 //
 // The runtime keeps sysmon out of that deep sleep only while a scheduler
