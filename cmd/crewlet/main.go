@@ -32,9 +32,6 @@ func main() {
 	var err error
 	switch cmd, args := os.Args[1], os.Args[2:]; {
 	case cmd == "serve":
-		// Here and not in serveCmd: a test may call serveCmd, and must not
-		// be replaced by an exec.
-		keepSysmonAwake()
 		err = serveCmd(args)
 	case cmd == "config" && len(args) == 2 && args[0] == "check":
 		os.Exit(configCheck(args[1]))
