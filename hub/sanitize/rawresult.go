@@ -145,15 +145,22 @@ func (s *Sanitizer) contentOnePass(raw []byte, set *secretSet) ([]byte, error) {
 	return append(out, ']'), nil
 }
 
-// metaOnePass sanitises a _meta object. top drops the keys the protocol
-// reserves, as the full path does for a result's own _meta. An empty
-// object is answered as nil: the SDK leaves an empty _meta out.
+// metaOnePass sanitises a _meta object of a third-party result. top drops
+// the keys the protocol reserves, as the full path does for a result's own
+// _meta. Keys that would read as the hub's are renamed (ForeignMetaKey), as
+// the full path renames them. An empty object is answered as nil: the SDK
+// leaves an empty _meta out.
 func (s *Sanitizer) metaOnePass(raw []byte, set *secretSet, top bool) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, errNotOnePass
 	}
-	if !top || !bytes.Contains(raw, []byte(`"io.modelcontextprotocol/`)) {
+	// The keys are looked at one by one only where one may need it: a key
+	// the rules drop or rename is spelt in the text, or hidden behind an
+	// escape ("\u0063rewlet/..."), which Members declines and so leaves
+	// to the full path.
+	if !bytes.Contains(raw, []byte(HubMetaPrefix)) && bytes.IndexByte(raw, '\\') < 0 &&
+		(!top || !bytes.Contains(raw, []byte(`"io.modelcontextprotocol/`))) {
 		clean, err := s.sanitizeJSON(raw, set, nil)
 		if err != nil || isEmptyObject(clean) {
 			return nil, err
@@ -169,6 +176,9 @@ func (s *Sanitizer) metaOnePass(raw []byte, set *secretSet, top bool) ([]byte, e
 		k, err := s.sanitizeJSON(keyRaw, set, nil)
 		if err != nil || !bytes.Equal(k, keyRaw) {
 			return errNotOnePass
+		}
+		if name := ForeignMetaKey(string(key)); len(name) != len(key) {
+			k = rawjson.AppendString(nil, name)
 		}
 		v, err := s.sanitizeJSON(val, set, nil)
 		if err != nil {

@@ -37,6 +37,13 @@ var onePassCases = []struct {
 	{name: "meta", raw: `{"content":[{"type":"text","text":"x","_meta":{"note":"Bearer abcdefgh12345"}}],"_meta":{"trace":"\u001b[2mid-1","n":1,"io.modelcontextprotocol/serverInfo":{"name":"inner"}}}`},
 	{name: "meta only protocol", raw: `{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"inner"}}}`},
 	{name: "meta empty", raw: `{"content":[],"_meta":{}}`},
+	// Issue 25 defect 6: an upstream's crewlet/ keys are renamed alike on
+	// both paths; a key spelt with escapes is left to the full path.
+	{name: "hub meta", raw: `{"content":[{"type":"text","text":"x","_meta":{"crewlet/caller":"c"}}],"_meta":{"crewlet/refusal":"forbidden","upstream/crewlet/refusal":"x"}}`},
+	{name: "hub meta escaped", raw: `{"content":[],"_meta":{"\u0063rewlet/refusal":"forbidden"}}`, full: true},
+	{name: "protocol meta escaped", raw: `{"content":[],"_meta":{"io.modelcontextprotocol\/serverInfo":{"name":"inner"}}}`, full: true},
+	{name: "escape in a meta value", raw: `{"content":[],"_meta":{"note":"a\nb \u0063rewlet/refusal"}}`},
+	{name: "hub refusal shape", raw: `{"content":[{"type":"text","text":"no"}],"isError":true,"structuredContent":{"class":"forbidden","sentence":"no"},"_meta":{"crewlet/refusal":"forbidden"}}`, full: true},
 	{name: "complete", raw: `{"content":[{"type":"text","text":"x"}],"resultType":"complete"}`},
 	{name: "whitespace", raw: " {\n \"content\" : [ { \"type\" : \"text\" , \"text\" : \"x\" } ] ,\n\"structuredContent\" : { \"a\" : [ 1 , 2 ] } } "},
 	{name: "failure", raw: `{"content":[{"type":"text","text":"no"}],"isError":true}`, full: true},
@@ -132,7 +139,8 @@ func FuzzResultOnePass(f *testing.F) {
 }
 
 // fullPath is what the hub did before the one pass: decode as the SDK's
-// client does, drop the protocol's own _meta keys, ResultWith, marshal.
+// client does, drop the protocol's own _meta keys, sanitise as a
+// third-party result (Result's rules, with rw), marshal.
 func fullPath(s *Sanitizer, raw []byte, rw Rewrite) ([]byte, error) {
 	var res mcp.CallToolResult
 	if err := json.Unmarshal(raw, &res); err != nil {
@@ -143,7 +151,7 @@ func fullPath(s *Sanitizer, raw []byte, rw Rewrite) ([]byte, error) {
 		maps.DeleteFunc(m, func(k string, _ any) bool { return strings.HasPrefix(k, "io.modelcontextprotocol/") })
 		res.Meta = m
 	}
-	clean, err := s.ResultWith(&res, rw)
+	clean, err := s.result(&res, rw, true)
 	if err != nil {
 		return nil, err
 	}

@@ -8,10 +8,12 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Result returns a sanitised copy of a tool result: every piece of text in
-// it (text content, text resources, resource link names, titles,
-// descriptions, URIs and MIME types, structured content, _meta) has control
-// characters stripped and secrets redacted.
+// Result returns a sanitised copy of a third-party server's tool result:
+// every piece of text in it (text content, text resources, resource link
+// names, titles, descriptions, URIs and MIME types, structured content,
+// _meta) has control characters stripped and secrets redacted, and every
+// _meta key that would read as the hub's own is renamed (ForeignMetaKey):
+// only the hub speaks as the hub.
 //
 // Image and audio content and blob resources are binary by type and pass
 // as they are. If any text field holds binary data, or the result holds a
@@ -28,7 +30,7 @@ import (
 // top-level maps (_meta, InputRequests); binary payloads, and structured
 // content values that needed no change, are shared with r.
 func (s *Sanitizer) Result(r *mcp.CallToolResult) (*mcp.CallToolResult, error) {
-	return s.ResultWith(r, nil)
+	return s.result(r, nil, true)
 }
 
 // Rewrite is given each string of a result's structured content that the
@@ -37,16 +39,23 @@ func (s *Sanitizer) Result(r *mcp.CallToolResult) (*mcp.CallToolResult, error) {
 // so the hub re-issues them over what the sanitiser made of that text.
 type Rewrite func(raw, clean string) string
 
-// ResultWith is Result with rewrite (nil: none) applied to every string of
-// the structured content the sanitiser changed.
+// ResultWith sanitises a first-party server's result as Result does, with
+// rewrite (nil: none) applied to every string of the structured content the
+// sanitiser changed. Its _meta keys are the hub's own words (a refusal's
+// class among them) and are kept as they are.
 func (s *Sanitizer) ResultWith(r *mcp.CallToolResult, rewrite Rewrite) (*mcp.CallToolResult, error) {
+	return s.result(r, rewrite, false)
+}
+
+// result is Result (foreign set) and ResultWith.
+func (s *Sanitizer) result(r *mcp.CallToolResult, rewrite Rewrite, foreign bool) (*mcp.CallToolResult, error) {
 	if r == nil {
 		return nil, nil
 	}
 	// One secret set for the whole result, so a concurrent SetSecrets
 	// cannot leave it half redacted under the old set and half under the
 	// new.
-	w := &walker{s: s, set: s.loadSecrets()}
+	w := &walker{s: s, set: s.loadSecrets(), foreign: foreign}
 	out := *r
 	if r.Content != nil {
 		out.Content = make([]mcp.Content, len(r.Content))
@@ -78,6 +87,9 @@ type walker struct {
 	set     *secretSet
 	path    []pathElem
 	rewrite Rewrite // applied to strings str changed; nil: none
+	// foreign: what is walked came from a third-party server, whose _meta
+	// keys are renamed where they would read as the hub's.
+	foreign bool
 }
 
 // pathElem is one step into a JSON value: an object key or, when isIdx is
@@ -229,6 +241,9 @@ func (w *walker) meta(where string, m mcp.Meta) (mcp.Meta, error) {
 	}
 	if !changed {
 		out = maps.Clone(m)
+	}
+	if w.foreign {
+		renameForeign(out)
 	}
 	return out, nil
 }
