@@ -1,6 +1,6 @@
 // Command crewlet runs the Crewlet hub and its tools.
 //
-//	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [--max-conns N] [--metrics-listen ADDR] [-debug]
+//	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [--max-conns N] [--tls-cert FILE --tls-key FILE] [--metrics-listen ADDR] [-debug]
 //	crewlet tracker-mcp | knowledge-mcp | artifacts-mcp [flags]   (one first-party server on its own)
 //	crewlet config check FILE
 //	crewlet secrets set NAME   (value on stdin)
@@ -13,7 +13,7 @@ import (
 )
 
 const usage = `usage:
-  crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [--max-conns N] [--metrics-listen ADDR] [-debug]
+  crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [--max-conns N] [--tls-cert FILE --tls-key FILE] [--metrics-listen ADDR] [-debug]
   crewlet tracker-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
   crewlet knowledge-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
   crewlet artifacts-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]

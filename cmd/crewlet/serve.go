@@ -35,6 +35,8 @@ func serveCmd(args []string) error {
 	heartbeat := fs.Duration("heartbeat", state.DefaultHeartbeat, "how often a node of a fleet renews its leases and publishes its heartbeat")
 	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
 	maxConns := fs.Int("max-conns", 0, "serve at most this many HTTP connections at once (each 2025 session's event stream holds one); 0: 512")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS (HTTP/2 included) with this certificate (PEM); with --tls-key; re-read on SIGHUP")
+	tlsKey := fs.String("tls-key", "", "the private key (PEM) of --tls-cert")
 	metricsListen := fs.String("metrics-listen", "", "also serve GET /metrics on this address, without a token (the operator listener serves it behind the token)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,6 +67,7 @@ func serveCmd(args []string) error {
 		SessionIdle:   *sessionIdle,
 		MetricsListen: *metricsListen,
 		HTTP:          serve.HTTPLimits{MaxConns: *maxConns},
+		TLS:           serve.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey},
 		Fleet:         fleet,
 	})
 }

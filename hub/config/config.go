@@ -141,9 +141,18 @@ type Backend struct {
 	Backend string `yaml:"backend"`
 }
 
-// API holds the operator surface's credentials.
+// API holds the operator surface's credentials and how it is served.
 type API struct {
 	Auth Auth `yaml:"auth"`
+	TLS  TLS  `yaml:"tls"`
+}
+
+// TLS names the certificate and key the hub serves HTTPS with; paths
+// relative to the company file's directory. A pair given on the command
+// line wins. Both or neither: half a pair is refused.
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 // Auth lists operator bearer tokens.

@@ -68,7 +68,14 @@ func Connect(t testing.TB, endpoint, token, version string) *mcp.ClientSession {
 // that needs client options (notification handlers).
 func Dial(t testing.TB, endpoint, token, version string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
 	t.Helper()
-	tr := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: Client(token)}
+	return DialClient(t, endpoint, Client(token), version, opts)
+}
+
+// DialClient is Dial over an HTTP client of the test's own (one that
+// trusts a test CA, say), which presents the credential itself.
+func DialClient(t testing.TB, endpoint string, hc *http.Client, version string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	t.Helper()
+	tr := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "hubtest", Version: "0"}, opts).
 		Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err == nil {

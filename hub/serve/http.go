@@ -16,10 +16,10 @@ import (
 const (
 	defaultReadHeaderTimeout = 10 * time.Second
 	// defaultReadTimeout bounds reading a whole request, body included.
-	// It does not bound the answer: the front (package front) and net/http
-	// behind it lift the read deadline once a request's body has been
-	// read, so a long call's answer or a 2025 session's event stream
-	// outlives it (a test holds it to that).
+	// It does not bound the answer: net/http lifts the read deadline once
+	// a request's body has been read (to watch for the client hanging up),
+	// so a long call's answer or a 2025 session's event stream outlives
+	// it (TestReadTimeoutBoundsTheRequestNotTheAnswer).
 	defaultReadTimeout = 60 * time.Second
 	defaultIdleTimeout = 30 * time.Second
 	defaultMaxConns    = 512
@@ -54,9 +54,8 @@ func (l *HTTPLimits) ensureDefaults() {
 }
 
 // newHTTPServer serves h within the limits, and wraps ln so no more than
-// MaxConns connections are open at once. The hub's own listener is served
-// through package front, which answers most requests itself and hands the
-// rest to this server.
+// MaxConns connections are open at once. It is the one HTTP server of a
+// node: plain or, given a TLS configuration, HTTPS with HTTP/2.
 func newHTTPServer(h http.Handler, ln net.Listener, l HTTPLimits) (*http.Server, net.Listener) {
 	l.ensureDefaults()
 	srv := &http.Server{

@@ -138,3 +138,104 @@ func TestHTTPServerServesAtMostMaxConns(t *testing.T) {
 		t.Fatal("the waiting connection was not served once one ended")
 	}
 }
+
+// Issue 25 defect 7: a connection that sends part of a request head and
+// then stops is closed at the header timeout, once: nothing in front of
+// the HTTP server waits a timeout of its own first.
+func TestHTTPServerClosesAPartialHeadAtTheHeaderTimeout(t *testing.T) {
+	const headerTimeout = time.Second
+	addr := runWithLimits(t, HTTPLimits{ReadHeaderTimeout: headerTimeout, ReadTimeout: 30 * time.Second})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Half: ", addr)
+	if !hubtest.ClosedWithin(t, c, c, headerTimeout*9/5) {
+		t.Fatalf("a partial request head is still open %s after it was sent (header timeout %s)", headerTimeout*9/5, headerTimeout)
+	}
+}
+
+// Issue 25 defect 7: a head past the limit is answered 431 and the
+// connection closed cleanly: the client reads the answer, even with much
+// of what it sent still unread by the server.
+func TestHTTPServerAnswersAnOversizedHead431(t *testing.T) {
+	addr := runWithLimits(t, HTTPLimits{})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go func() {
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n\r\n", addr, strings.Repeat("a", 4*maxHeaderBytes))
+	}()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("the answer to an oversized head was lost: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("an oversized head was answered %s, want 431", resp.Status)
+	}
+}
+
+// The read timeout bounds a client sending its request, not the hub
+// answering it: a request whose body has been read keeps its context past
+// the timeout (a long call, a 2025 session's stream), while a body still
+// arriving when it passes is cut.
+func TestReadTimeoutBoundsTheRequestNotTheAnswer(t *testing.T) {
+	const readTimeout = 300 * time.Millisecond
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, ln := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			// The client will not read this: its request was cut.
+			return
+		case <-time.After(4 * readTimeout):
+			fmt.Fprint(w, "answered")
+		}
+	}), ln, HTTPLimits{ReadTimeout: readTimeout})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	base := "http://" + ln.Addr().String()
+
+	for _, body := range []io.Reader{nil, strings.NewReader(`{"jsonrpc":"2.0"}`)} {
+		resp, err := http.Post(base, "application/json", body)
+		if err != nil {
+			t.Fatalf("a request whose answer takes past the read timeout: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != "answered" {
+			t.Fatalf("a request whose answer takes past the read timeout got %s %q", resp.Status, b)
+		}
+	}
+
+	// A body that stops arriving halfway is cut at the read timeout.
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"half\":")
+	br := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(10 * readTimeout))
+	if resp, err := http.ReadResponse(br, nil); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) == "answered" {
+			t.Fatal("a body that stopped halfway was answered as if whole")
+		}
+	}
+	if !hubtest.ClosedWithin(t, c, br, 10*readTimeout) {
+		t.Fatal("a connection whose body stopped halfway is still open past the read timeout")
+	}
+}

@@ -18,13 +18,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
-	"github.com/crewlet/hub/hub/front"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/sourcegraph/conc"
@@ -57,6 +57,10 @@ type Options struct {
 	// SessionIdle closes a 2025 operator session unused this long; the
 	// hub's default (30 minutes) if 0.
 	SessionIdle time.Duration
+	// TLS, when named, serves HTTPS (HTTP/2 included) with this pair; it
+	// wins over the company file's api.tls. Each reload reads the pair
+	// again.
+	TLS TLSFiles
 	// MetricsListen, when set, serves GET /metrics on that address too,
 	// without a token, for a Prometheus that holds none; the operator
 	// listener serves it behind the token either way.
@@ -137,10 +141,19 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer closeIndexes()
+	// The pair is read before anything starts, so a wrong path stops the
+	// node at once rather than after its servers are up.
+	var pair *keyPair
+	if files := tlsFiles(o.TLS, company, o.ConfigFile); files.set() {
+		if pair, err = loadKeyPair(files); err != nil {
+			return err
+		}
+	}
 	reload := func() (*config.Company, error) {
 		c, err := src.load()
 		if err == nil {
 			noteModelChange(company, c, log)
+			reloadKeyPair(pair, tlsFiles(o.TLS, c, o.ConfigFile), log)
 		}
 		return c, err
 	}
@@ -217,18 +230,26 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	addr := ln.Addr().String()
-	baseAddr := "http://" + addr
+	scheme := "http"
+	if pair != nil {
+		scheme = "https"
+	}
+	baseAddr := scheme + "://" + addr
 	base.Store(&baseAddr)
 	if err := os.WriteFile(filepath.Join(o.DataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
 		ln.Close()
 		return err
 	}
 	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP)
-	fr := front.New(srv, ln)
 	served := make(chan error, 2)
 	var wg conc.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { served <- fr.Serve() })
+	if pair != nil {
+		srv.TLSConfig = pair.config()
+		wg.Go(func() { served <- srv.ServeTLS(ln, "", "") })
+	} else {
+		wg.Go(func() { served <- srv.Serve(ln) })
+	}
 	if o.MetricsListen != "" {
 		msrv, err := tel.serveMetrics(o.MetricsListen, o.HTTP, &wg, served)
 		if err != nil {
@@ -238,12 +259,12 @@ func Run(ctx context.Context, o Options) error {
 		log.Info("metrics_listening", "addr", msrv.Addr)
 	}
 
-	log.Info("hub_listening", "addr", addr, "mcp_url", "http://"+addr+"/operator/mcp", "data_dir", o.DataDir)
+	log.Info("hub_listening", "addr", addr, "mcp_url", baseAddr+"/operator/mcp", "data_dir", o.DataDir, "tls", pair != nil)
 	fleetNote := ""
 	if fleet != nil {
 		fleetNote = fmt.Sprintf("%s (%d copies of the log)", o.Fleet.Cluster.Node, fleet.js.Replicas())
 	}
-	banner(o.Stdout, addr, src.tokenNote(), fleetNote)
+	banner(o.Stdout, baseAddr, src.tokenNote(), fleetNote)
 
 	for {
 		select {
@@ -263,11 +284,11 @@ func Run(ctx context.Context, o Options) error {
 			// otherwise wait for.
 			rt.Close()
 			h.Close()
-			if err := fr.Shutdown(shutdown); err != nil {
+			if err := srv.Shutdown(shutdown); err != nil {
 				// Whatever is still being answered when the bound runs
 				// out is cut: the bound is the operator's, not a
 				// client's.
-				_ = fr.Close()
+				_ = srv.Close()
 				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, http.ErrServerClosed) {
 					return err
 				}
@@ -280,13 +301,13 @@ func Run(ctx context.Context, o Options) error {
 
 // banner says where the hub is and where its token is, never the token.
 // The endpoint line is printed last: scripts wait for it.
-func banner(w io.Writer, addr, tokenNote, fleetNote string) {
-	fmt.Fprintf(w, "Crewlet hub %s listening on %s\n", hub.Version, addr)
+func banner(w io.Writer, base, tokenNote, fleetNote string) {
+	fmt.Fprintf(w, "Crewlet hub %s listening on %s\n", hub.Version, strings.TrimPrefix(strings.TrimPrefix(base, "http://"), "https://"))
 	if tokenNote != "" {
 		fmt.Fprintf(w, "  operator token: %s (send it as Authorization: Bearer <token>)\n", tokenNote)
 	}
 	if fleetNote != "" {
 		fmt.Fprintf(w, "  fleet node: %s\n", fleetNote)
 	}
-	fmt.Fprintf(w, "  MCP endpoint: http://%s/operator/mcp\n", addr)
+	fmt.Fprintf(w, "  MCP endpoint: %s/operator/mcp\n", base)
 }
