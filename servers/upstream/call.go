@@ -27,7 +27,7 @@ func (i *Instance) Call(ctx context.Context, name string, args json.RawMessage) 
 		a = args
 	}
 	params := &mcp.CallToolParams{Name: name, Arguments: a}
-	f := i.flights.add(downstreamFrom(ctx))
+	f := i.flights.add(ctx, downstreamFrom(ctx))
 	defer i.flights.remove(f)
 	if f.token != "" {
 		params.SetProgressToken(f.token)

@@ -43,6 +43,9 @@ func downstreamFrom(ctx context.Context) Downstream {
 type flight struct {
 	d     Downstream
 	token string // the token the hub gave the server, "" without progress
+	// call is the call's context: a request of the server handed to the
+	// call's client ends with it (issue 25 defect 4).
+	call context.Context
 }
 
 // flights tracks the calls in flight. The protocol ties a progress
@@ -58,13 +61,13 @@ type flights struct {
 	list []*flight
 }
 
-// add registers a call; d is nil for a call made for no client (an agent's
-// turn), which still counts, so its server's requests are never handed to
-// another call's client.
-func (fs *flights) add(d Downstream) *flight {
+// add registers a call, ctx its context; d is nil for a call made for no
+// client (an agent's turn), which still counts, so its server's requests
+// are never handed to another call's client.
+func (fs *flights) add(ctx context.Context, d Downstream) *flight {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	f := &flight{d: d}
+	f := &flight{d: d, call: ctx}
 	if d != nil && d.ProgressToken() != nil {
 		fs.next++
 		f.token = fmt.Sprintf("crewlet-%d", fs.next)
@@ -113,6 +116,43 @@ func (fs *flights) byToken(tok any) *flight {
 	return nil
 }
 
+// errCallEnded answers a server's request whose call ended first.
+var errCallEnded = errors.New("the call this request was made for has ended (its client went away, it was cancelled, or it ran out of time), so nobody is left to answer")
+
+// ask hands a server's request to the client of flight f and waits for the
+// answer while both the request (ctx) and f's call last. The wait ends
+// with the call even if the client never answers and ignores its context
+// (a client that hung up): a flight must never outlive its call, or every
+// later request of the server would find "several calls in flight" (issue
+// 25 defect 4).
+func ask[R any](ctx context.Context, f *flight, do func(context.Context) (R, error)) (R, error) {
+	var zero R
+	if f.call != nil {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		defer context.AfterFunc(f.call, stop)()
+	}
+	type answer struct {
+		res R
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := do(ctx)
+		ch <- answer{res, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-ctx.Done():
+		if f.call != nil && f.call.Err() != nil {
+			return zero, errCallEnded
+		}
+		return zero, ctx.Err()
+	}
+}
+
 var (
 	errNoClient  = errors.New("no client of the hub is waiting on a call to this server, so there is nobody to ask")
 	errAmbiguous = errors.New("several clients' calls to this server are in flight and the request names none of them, so the hub will not guess whose client to ask")
@@ -128,11 +168,7 @@ func (i *Instance) clientOptions() *mcp.ClientOptions {
 		// Set so the SDK declares elicitation to the server; requests are
 		// answered by passElicitation before they reach it.
 		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-			f, err := i.flights.only()
-			if err != nil {
-				return nil, err
-			}
-			return f.d.Elicit(ctx, req.Params)
+			return i.elicit(ctx, req.Params)
 		},
 		ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 			if i.opts.OnResourceUpdated != nil {
@@ -145,12 +181,18 @@ func (i *Instance) clientOptions() *mcp.ClientOptions {
 // sample hands a server's sampling request to the client of the one call
 // in flight.
 func (i *Instance) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-	f, err := i.flights.only()
+	return i.sampleFor(ctx, nil, p)
+}
+
+// sampleFor hands a sampling request to the client of flight f, or, with
+// f nil, of the one call in flight.
+func (i *Instance) sampleFor(ctx context.Context, f *flight, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	f, err := i.flightFor(f)
 	if err != nil {
 		i.log.Warn("server_request_undelivered", "method", "sampling/createMessage", "error", err.Error())
 		return nil, err
 	}
-	res, err := f.d.CreateMessage(ctx, p)
+	res, err := ask(ctx, f, func(ctx context.Context) (*mcp.CreateMessageResult, error) { return f.d.CreateMessage(ctx, p) })
 	if err != nil {
 		i.log.Warn("server_request_failed", "method", "sampling/createMessage", "error", err.Error())
 	}
@@ -160,12 +202,16 @@ func (i *Instance) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp
 // elicit hands a server's elicitation request to the client of the one
 // call in flight, as the server wrote it.
 func (i *Instance) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	f, err := i.flights.only()
+	return i.elicitFor(ctx, nil, p)
+}
+
+func (i *Instance) elicitFor(ctx context.Context, f *flight, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	f, err := i.flightFor(f)
 	if err != nil {
 		i.log.Warn("server_request_undelivered", "method", "elicitation/create", "error", err.Error())
 		return nil, err
 	}
-	res, err := f.d.Elicit(ctx, p)
+	res, err := ask(ctx, f, func(ctx context.Context) (*mcp.ElicitResult, error) { return f.d.Elicit(ctx, p) })
 	if err != nil {
 		i.log.Warn("server_request_failed", "method", "elicitation/create", "error", err.Error())
 	}
@@ -176,7 +222,11 @@ func (i *Instance) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Elicit
 // one call in flight; with no call in flight the hub has none of its own
 // to offer.
 func (i *Instance) roots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	f, err := i.flights.only()
+	return i.rootsFor(ctx, nil, p)
+}
+
+func (i *Instance) rootsFor(ctx context.Context, f *flight, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	f, err := i.flightFor(f)
 	if errors.Is(err, errNoClient) {
 		return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil
 	}
@@ -184,7 +234,20 @@ func (i *Instance) roots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.List
 		i.log.Warn("server_request_undelivered", "method", "roots/list", "error", err.Error())
 		return nil, err
 	}
-	return f.d.ListRoots(ctx, p)
+	return ask(ctx, f, func(ctx context.Context) (*mcp.ListRootsResult, error) { return f.d.ListRoots(ctx, p) })
+}
+
+// flightFor is the call a server's message belongs to: f where the message
+// itself says so (it came on that call's own response stream, or in its
+// result), otherwise the one call in flight.
+func (i *Instance) flightFor(f *flight) (*flight, error) {
+	if f == nil {
+		return i.flights.only()
+	}
+	if f.d == nil {
+		return nil, errNoClient
+	}
+	return f, nil
 }
 
 // onNotify forwards a server's log lines and progress to the client of the
@@ -193,6 +256,12 @@ func (i *Instance) roots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.List
 // call's response overtakes, and a client must see a call's log lines and
 // progress before its result.
 func (i *Instance) onNotify(method string, params json.RawMessage) {
+	i.notifyFor(nil, method, params)
+}
+
+// notifyFor is onNotify for a notification that came on flight f's own
+// response stream (nil: on none), whose log lines are that call's.
+func (i *Instance) notifyFor(on *flight, method string, params json.RawMessage) {
 	ctx := context.Background()
 	switch method {
 	case "notifications/message":
@@ -200,7 +269,7 @@ func (i *Instance) onNotify(method string, params json.RawMessage) {
 		if json.Unmarshal(params, &p) != nil {
 			return
 		}
-		f, err := i.flights.only()
+		f, err := i.flightFor(on)
 		if err != nil {
 			i.log.Debug("server_log_undelivered", "error", err.Error())
 			return

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
@@ -16,11 +17,11 @@ func TestFlightsOnlyWhenUnambiguous(t *testing.T) {
 	if _, err := fs.only(); !errors.Is(err, errNoClient) {
 		t.Fatalf("no flight: %v", err)
 	}
-	a := fs.add(nopDownstream{})
+	a := fs.add(context.Background(), nopDownstream{})
 	if f, err := fs.only(); err != nil || f != a {
 		t.Fatalf("one flight: %v %v", f, err)
 	}
-	b := fs.add(nopDownstream{})
+	b := fs.add(context.Background(), nopDownstream{})
 	if _, err := fs.only(); !errors.Is(err, errAmbiguous) {
 		t.Fatalf("two flights: %v", err)
 	}
@@ -30,7 +31,7 @@ func TestFlightsOnlyWhenUnambiguous(t *testing.T) {
 	}
 	// A call made for no client (an agent's) counts too: its server's
 	// request is never handed to the other call's client.
-	agent := fs.add(nil)
+	agent := fs.add(context.Background(), nil)
 	if _, err := fs.only(); !errors.Is(err, errAmbiguous) {
 		t.Fatalf("a client's call beside an agent's: %v", err)
 	}

@@ -13,7 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/crewlet/hub/servers/rawjson"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // httpLink carries fast calls to a streamable HTTP server: each call its
@@ -60,15 +61,25 @@ func (l *httpLink) post(ctx context.Context, body []byte, call bool, name string
 	return l.client.Do(req)
 }
 
-func (l *httpLink) call(ctx context.Context, id, name string, body []byte) (json.RawMessage, error) {
+// maxMessage bounds one message the link reads (a JSON body, one event of
+// a stream): the SDK's own bound on a message, which a stdio line has too
+// (maxLine). A longer answer is refused, never gathered without end
+// (issue 25 defect 8).
+const maxMessage = mcp.DefaultMaxLineLength
+
+func (l *httpLink) call(ctx context.Context, f *flight, id, name string, body []byte) (json.RawMessage, error) {
 	resp, err := l.post(ctx, body, true, name)
 	if err != nil {
 		return nil, err
 	}
+	drain := true
 	defer func() {
 		// Read to the end (a stream ends after its response), so the
-		// connection goes back to the pool rather than being closed.
-		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+		// connection goes back to the pool rather than being closed; an
+		// answer past the bound is not read further.
+		if drain {
+			_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+		}
 		resp.Body.Close()
 	}()
 	switch {
@@ -88,38 +99,43 @@ func (l *httpLink) call(ctx context.Context, id, name string, body []byte) (json
 	switch ct {
 	case "application/json":
 		b, err := readBody(resp)
+		if errors.Is(err, errTooLarge) {
+			drain = false
+			return nil, &UnreadableError{Why: tooLarge}
+		}
 		if err != nil {
 			return nil, errLinkBroken
 		}
 		return answerOf(b, id)
 	case "text/event-stream":
-		return l.events(ctx, resp.Body, id)
+		res, err := l.events(ctx, f, resp.Body, id)
+		var unreadable *UnreadableError
+		if errors.As(err, &unreadable) {
+			drain = false
+		}
+		return res, err
 	}
 	return nil, fmt.Errorf("the server answered with content of type %q", ct)
 }
 
+// errTooLarge is a message past maxMessage.
+var errTooLarge = errors.New("message too large")
+
+var tooLarge = fmt.Sprintf("a message larger than the %d MiB the hub takes", maxMessage>>20)
+
 func readBody(resp *http.Response) ([]byte, error) {
+	if resp.ContentLength > maxMessage {
+		return nil, errTooLarge
+	}
 	var buf bytes.Buffer
-	if resp.ContentLength > 0 && resp.ContentLength < 64<<20 {
+	if resp.ContentLength > 0 {
 		buf.Grow(int(resp.ContentLength))
 	}
-	_, err := buf.ReadFrom(resp.Body)
+	n, err := buf.ReadFrom(io.LimitReader(resp.Body, maxMessage+1))
+	if n > maxMessage {
+		return nil, errTooLarge
+	}
 	return buf.Bytes(), err
-}
-
-// answerOf reads the response to request id out of one message.
-func answerOf(msg []byte, id string) (json.RawMessage, error) {
-	gotID, result, rpcErr, ok, err := response(msg)
-	if err != nil || !ok {
-		return nil, fmt.Errorf("the server answered something other than a response")
-	}
-	if string(gotID) != `"`+id+`"` {
-		return nil, fmt.Errorf("the server answered another request")
-	}
-	if rpcErr != nil {
-		return nil, rpcErr
-	}
-	return result, nil
 }
 
 // readers are the buffers event streams are read through, reused: what is
@@ -130,7 +146,7 @@ var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10
 // notifications go where the SDK's client would send them (onNotify), its
 // requests of the client are answered on the session, and the response
 // ends the stream.
-func (l *httpLink) events(ctx context.Context, body io.Reader, id string) (json.RawMessage, error) {
+func (l *httpLink) events(ctx context.Context, f *flight, body io.Reader, id string) (json.RawMessage, error) {
 	r := readers.Get().(*bufio.Reader)
 	r.Reset(body)
 	defer func() {
@@ -138,20 +154,33 @@ func (l *httpLink) events(ctx context.Context, body io.Reader, id string) (json.
 		readers.Put(r)
 	}()
 	var data []byte
+	size := 0 // bytes of the event being read, its field names included
+	// unreadable is a message on the call's stream the hub could not read
+	// whose id could not be told either: if the stream ends without an
+	// answer, that was the answer.
+	var unreadable *UnreadableError
 	for {
 		line, err := r.ReadSlice('\n')
+		size += len(line)
 		if errors.Is(err, bufio.ErrBufferFull) {
-			// A long data line: gather it whole.
+			// A long data line: gather it whole, within the bound.
 			long := append([]byte(nil), line...)
-			for errors.Is(err, bufio.ErrBufferFull) {
+			for errors.Is(err, bufio.ErrBufferFull) && size <= maxMessage {
 				line, err = r.ReadSlice('\n')
+				size += len(line)
 				long = append(long, line...)
 			}
 			line = long
 		}
+		if size > maxMessage {
+			return nil, &UnreadableError{Why: tooLarge}
+		}
 		if err != nil && len(line) == 0 {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if unreadable != nil {
+				return nil, unreadable
 			}
 			return nil, errLinkBroken
 		}
@@ -165,50 +194,65 @@ func (l *httpLink) events(ctx context.Context, body io.Reader, id string) (json.
 			}
 			continue
 		}
+		size = 0
 		if len(data) == 0 {
 			continue
 		}
 		msg := data
 		data = nil
-		if res, done, err := l.message(ctx, msg, id); done {
+		res, done, err := l.message(ctx, f, msg, id)
+		if done {
 			return res, err
+		}
+		if err != nil && unreadable == nil {
+			unreadable, _ = err.(*UnreadableError)
 		}
 	}
 }
 
 // message handles one message of a call's stream; done when it is the
-// call's response.
-func (l *httpLink) message(ctx context.Context, msg []byte, id string) (json.RawMessage, bool, error) {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
+// call's response. What a message is, is said by its top-level members
+// alone: a result may hold a "method" anywhere inside (issue 25 defect 1).
+// A message the hub cannot read is the call's answer when its id says so
+// (done, refused as unreadable); otherwise it is answered as err, not done.
+func (l *httpLink) message(ctx context.Context, f *flight, msg []byte, id string) (json.RawMessage, bool, error) {
+	m, err := readMessage(msg)
+	if err != nil {
+		unreadable := &UnreadableError{Why: unreadableWhy(msg)}
+		gotID := lenientID(msg)
+		if gotID == nil {
+			return nil, false, unreadable
+		}
+		return nil, string(gotID) == `"`+id+`"`, unreadable
 	}
-	if bytes.Contains(msg, []byte(`"method"`)) {
-		if json.Unmarshal(msg, &m) != nil || m.Method == "" {
+	if m.method != nil {
+		method, ok := rawjson.StringText(m.method)
+		if !ok {
 			return nil, false, nil
 		}
-		if len(m.ID) == 0 || string(m.ID) == "null" {
-			l.i.onNotify(m.Method, m.Params)
+		if !m.hasID() {
+			l.i.notifyFor(f, method, m.params)
 			return nil, false, nil
 		}
-		result, err := l.i.serverRequest(ctx, m.Method, m.Params)
+		// A request on the call's own stream is that call's: it goes to
+		// the call's client, whatever else is in flight (issue 25
+		// defect 4).
+		result, err := l.i.serverRequest(ctx, f, method, m.params)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if resp, perr := l.post(rctx, reply(m.ID, result, err), false, ""); perr == nil {
+		if resp, perr := l.post(rctx, reply(m.id, result, err), false, ""); perr == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		} else {
-			l.i.log.Warn("server_request_unanswered", "method", m.Method, "error", perr.Error())
+			l.i.log.Warn("server_request_unanswered", "method", method, "error", perr.Error())
 		}
 		return nil, false, nil
 	}
-	res, err := answerOf(msg, id)
-	var wire *jsonrpc.Error
-	if err != nil && !errors.As(err, &wire) {
+	if string(m.id) != `"`+id+`"` {
 		// Not this call's response: some other message, passed over.
 		return nil, false, nil
 	}
+	res, err := answerOf(msg, id)
 	return res, true, err
 }
 

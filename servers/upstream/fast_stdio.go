@@ -39,7 +39,7 @@ const (
 	nudgeMax   = 15 * time.Second
 )
 
-func (l *stdioLink) call(ctx context.Context, id, _ string, req []byte) (json.RawMessage, error) {
+func (l *stdioLink) call(ctx context.Context, _ *flight, id, _ string, req []byte) (json.RawMessage, error) {
 	ch, err := l.dm.expect(id)
 	if err != nil {
 		return nil, err
@@ -199,8 +199,16 @@ func (d *demux) claim(line []byte) bool {
 	if !bytes.Contains(line, []byte(`"crewlet-fast-`)) {
 		return false
 	}
-	id, _, _, ok, err := response(bytes.TrimRight(line, "\r\n"))
-	if err != nil || !ok || len(id) < 2 || id[0] != '"' {
+	msg := bytes.TrimRight(line, "\r\n")
+	id, _, _, ok, err := response(msg)
+	if err != nil {
+		// An answer the hub cannot read as the SDK would (invalid UTF-8,
+		// nesting past its bound) is still the call's, when its id says
+		// so: the call is refused as unreadable rather than left waiting
+		// on an answer the SDK will not take either (issue 25 defect 5).
+		id, ok = lenientID(msg), true
+	}
+	if !ok || len(id) < 2 || id[0] != '"' {
 		return false
 	}
 	d.mu.Lock()
@@ -213,7 +221,7 @@ func (d *demux) claim(line []byte) bool {
 		return false
 	}
 	// The call owns its answer; the next line is gathered afresh.
-	ch <- bytes.TrimRight(line, "\r\n")
+	ch <- msg
 	d.line = nil
 	return true
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/crewlet/hub/servers/rawjson"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -22,17 +23,19 @@ import (
 // its arguments the bytes the caller sent, and the answer handed back as
 // the JSON the server wrote, for the hub to sanitise in one pass. The SDK's
 // session stays in place for everything else (the handshake, lists,
-// resources, the server's notifications and requests) and for what the fast
-// path leaves to it: a tool whose arguments travel in HTTP headers, and a
-// result that asks the client for input (the SDK's client fulfils it and
-// calls again).
+// resources, the server's notifications and requests) and for a tool whose
+// arguments travel in HTTP headers. A call the fast path sent is finished
+// on it, whatever the server answers: it is never sent again through the
+// SDK, since a server that acted on it would act twice (issue 25 defect 3).
 
 // link carries fast calls to a server over the connection in place.
 type link interface {
 	// call sends one tools/call request, id its JSON-RPC id, and returns
 	// the JSON-RPC response's result, or the *jsonrpc.Error it carried.
-	// A link that broke under the call answers errLinkBroken.
-	call(ctx context.Context, id, name string, req []byte) (json.RawMessage, error)
+	// A link that broke under the call answers errLinkBroken. f is the
+	// call's flight, which what the server sends on the call's own
+	// response stream belongs to.
+	call(ctx context.Context, f *flight, id, name string, req []byte) (json.RawMessage, error)
 	// cancel tells the server the request id is cancelled.
 	cancel(id, reason string)
 }
@@ -68,19 +71,13 @@ func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessag
 	}
 	hopCtx, hopDone := i.opts.Hops.HopStarted(ctx, i.opts.Spec.Name, name)
 	raw, err = i.callFast(hopCtx, sess, recorded, lk, setup, name, args)
-	if errors.Is(err, errAsksForInput) {
-		// The server needs the client's input before it answers: the
-		// SDK's client fulfils that and calls again, a hop of its own.
-		hopDone(nil)
-		res, err := i.Call(ctx, name, args)
-		return nil, res, err
-	}
 	hopDone(err)
 	return raw, nil, err
 }
 
-// errAsksForInput is a fast call whose result asks the client for input.
-var errAsksForInput = errors.New("the result asks the client for input")
+// maxInputRounds bounds the rounds of a call whose server keeps asking for
+// input, as the SDK's client bounds them.
+const maxInputRounds = 10
 
 func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, recorded chan struct{}, lk link, setup linkSetup, name string, args json.RawMessage) (json.RawMessage, error) {
 	if sess == nil {
@@ -90,14 +87,29 @@ func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, record
 		// As the SDK's client: nothing is sent on an ended context.
 		return nil, err
 	}
-	f := i.flights.add(downstreamFrom(ctx))
+	f := i.flights.add(ctx, downstreamFrom(ctx))
 	defer i.flights.remove(f)
 	id := "crewlet-fast-" + strconv.FormatInt(fastIDs.Add(1), 10)
-	raw, err := lk.call(ctx, id, name, toolsCall(id, name, args, f.token, setup.meta))
-	if err == nil {
-		if askingForInput(raw) {
-			return nil, errAsksForInput
+	raw, err := lk.call(ctx, f, id, name, toolsCall(id, name, args, f.token, setup.meta, nil))
+	// Issue 25 defect 3: a result that asks the client for input is, from
+	// 2026-07-28 on, the first round of a multi round-trip request
+	// (SEP-2322): the client's answers go back in a new request carrying
+	// them, never in the same request sent again. On a session revision
+	// those members mean nothing to the protocol, and the result is
+	// answered as the server wrote it.
+	for round := 1; err == nil && setup.version >= modernVersion && askingForInput(raw); round++ {
+		if round >= maxInputRounds {
+			err = &UnreadableError{Why: fmt.Sprintf("it asked for the client's input %d times over without answering", round)}
+			break
 		}
+		var more []byte
+		if more, err = i.fulfil(ctx, f, raw); err != nil {
+			break
+		}
+		id = "crewlet-fast-" + strconv.FormatInt(fastIDs.Add(1), 10)
+		raw, err = lk.call(ctx, f, id, name, toolsCall(id, name, args, f.token, setup.meta, more))
+	}
+	if err == nil {
 		return raw, nil
 	}
 	if ctx.Err() != nil {
@@ -107,6 +119,12 @@ func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, record
 		reason := ctx.Err().Error()
 		i.wg.Go(func() { lk.cancel(id, reason) })
 		return nil, ctx.Err()
+	}
+	var unreadable *UnreadableError
+	if errors.As(err, &unreadable) {
+		unreadable.Server = i.opts.Spec.Name
+		i.log.Warn("server_answer_unreadable", "tool", name, "reason", unreadable.Why)
+		return nil, err
 	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) {
@@ -135,6 +153,34 @@ func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, record
 	return nil, err
 }
 
+// UnreadableError is a call the server answered with something the hub
+// cannot read: bytes that are not well-formed JSON (invalid UTF-8, nesting
+// past the SDK's bound), a message past the size bound, a response to
+// another request. The server took the call, so it may have taken effect,
+// and the same call again would be answered the same way: it is the
+// server's failure, refused as not retryable (issue 25 defect 5). It
+// unwraps to a JSON-RPC error, which is how a caller tells a server's own
+// failure from the engine's (REF-6: no class; internal_error on a
+// person's surface), never as a condition that clears.
+type UnreadableError struct {
+	Server string
+	Why    string // what was wrong with the answer, in the engine's words
+}
+
+func (e *UnreadableError) Error() string {
+	server := "The MCP server"
+	if e.Server != "" {
+		server = fmt.Sprintf("The MCP server %q", e.Server)
+	}
+	return server + " answered the call with something the hub could not read (" + e.Why + "). " +
+		"The call reached the server, so it may have taken effect: check before repeating it, since the same call is likely to be answered the same way."
+}
+
+// Unwrap makes the refusal a protocol error of the server's.
+func (e *UnreadableError) Unwrap() error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: e.Error()}
+}
+
 // waitRecorded gives the death watch a moment to record a session's end,
 // so the answer says what took the server down.
 func waitRecorded(recorded chan struct{}) {
@@ -145,10 +191,11 @@ func waitRecorded(recorded chan struct{}) {
 }
 
 // toolsCall writes a tools/call request: the arguments as they came, the
-// progress token the hub gave the call, and the _meta a 2026-07-28 request
-// carries.
-func toolsCall(id, name string, args json.RawMessage, token string, meta []byte) []byte {
-	b := make([]byte, 0, 96+len(name)+len(args)+len(meta))
+// progress token the hub gave the call, the _meta a 2026-07-28 request
+// carries, and more params members (a later round's inputResponses and
+// requestState), written as they are after a comma.
+func toolsCall(id, name string, args json.RawMessage, token string, meta, more []byte) []byte {
+	b := make([]byte, 0, 96+len(name)+len(args)+len(meta)+len(more))
 	b = append(b, `{"jsonrpc":"2.0","id":"`...)
 	b = append(b, id...)
 	b = append(b, `","method":"tools/call","params":{"name":`...)
@@ -169,6 +216,9 @@ func toolsCall(id, name string, args json.RawMessage, token string, meta []byte)
 		b = append(b, meta...)
 		b = append(b, '}')
 	}
+	if len(more) > 0 {
+		b = append(append(b, ','), more...)
+	}
 	return append(b, "}}"...)
 }
 
@@ -188,35 +238,120 @@ func askingForInput(raw []byte) bool {
 	return asks
 }
 
-// response reads a JSON-RPC response: its id, and its result or error.
-// isResponse is false for a request or a notification.
-func response(msg []byte) (id []byte, result json.RawMessage, rpcErr *jsonrpc.Error, isResponse bool, err error) {
-	var errRaw []byte
-	var method bool
+// rpcMessage is a JSON-RPC message's top-level members, each as written;
+// nil where absent. Only the top level says what a message is: a result
+// may hold "method" or "id" at any depth (issue 25 defect 1).
+type rpcMessage struct {
+	id, method, params, result, errRaw []byte
+}
+
+// readMessage reads msg's top-level members, failing on anything that is
+// not one well-formed JSON object the SDK would read.
+func readMessage(msg []byte) (m rpcMessage, err error) {
 	err = rawjson.Members(msg, func(key, _, val []byte) error {
 		switch string(key) {
 		case "id":
-			id = val
-		case "result":
-			result = val
-		case "error":
-			errRaw = val
+			m.id = val
 		case "method":
-			method = true
+			m.method = val
+		case "params":
+			m.params = val
+		case "result":
+			m.result = val
+		case "error":
+			m.errRaw = val
 		}
 		return nil
 	})
-	if err != nil || method {
+	return m, err
+}
+
+// hasID reports a request (or response) rather than a notification.
+func (m rpcMessage) hasID() bool { return len(m.id) > 0 && string(m.id) != "null" }
+
+// response reads a JSON-RPC response: its id, and its result or error.
+// isResponse is false for a request or a notification.
+func response(msg []byte) (id []byte, result json.RawMessage, rpcErr *jsonrpc.Error, isResponse bool, err error) {
+	m, err := readMessage(msg)
+	if err != nil || m.method != nil {
 		return nil, nil, nil, false, err
 	}
-	if errRaw != nil {
+	if m.errRaw != nil {
 		rpcErr = new(jsonrpc.Error)
-		if uerr := json.Unmarshal(errRaw, rpcErr); uerr != nil {
+		if uerr := json.Unmarshal(m.errRaw, rpcErr); uerr != nil {
 			return nil, nil, nil, false, fmt.Errorf("reading the server's error: %w", uerr)
 		}
-		return id, nil, rpcErr, true, nil
+		return m.id, nil, rpcErr, true, nil
 	}
-	return id, result, nil, result != nil, nil
+	return m.id, m.result, nil, m.result != nil, nil
+}
+
+// answerOf reads the response to request id out of one message the server
+// sent as that answer. Anything else there is the server answering what
+// the hub cannot read (issue 25 defect 5).
+func answerOf(msg []byte, id string) (json.RawMessage, error) {
+	gotID, result, rpcErr, ok, err := response(msg)
+	switch {
+	case err != nil:
+		return nil, &UnreadableError{Why: unreadableWhy(msg)}
+	case !ok:
+		return nil, &UnreadableError{Why: "a message that is not a response"}
+	case string(gotID) != `"`+id+`"`:
+		return nil, &UnreadableError{Why: "a response to another request"}
+	case rpcErr != nil:
+		return nil, rpcErr
+	}
+	return result, nil
+}
+
+// lenientID reads the top-level id of a message the hub cannot read as the
+// SDK would (invalid UTF-8, deep nesting), as far as Go's decoder can:
+// enough to tell whose answer it was. nil when even that fails, or when
+// the message is a request.
+func lenientID(msg []byte) []byte {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.Method != nil {
+		return nil
+	}
+	return m.ID
+}
+
+// unreadableWhy says what is wrong with a message the hub cannot read.
+func unreadableWhy(msg []byte) string {
+	switch {
+	case !utf8.Valid(msg):
+		return "bytes that are not valid UTF-8"
+	case json.Valid(msg) && depth(msg) > rawjson.MaxDepth:
+		return fmt.Sprintf("JSON nested %d levels deep, past the %d the hub reads", depth(msg), rawjson.MaxDepth)
+	}
+	return "text that is not a well-formed JSON-RPC message"
+}
+
+// depth is the deepest nesting of arrays and objects in well-formed JSON.
+func depth(msg []byte) int {
+	d, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range msg {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			d++
+			deepest = max(deepest, d)
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
 }
 
 // metaMembers reads, from the params of a request the SDK's client wrote,
@@ -252,8 +387,9 @@ func metaMembers(params []byte) []byte {
 
 // serverRequest answers a request a server sends while a fast call runs on
 // a session revision, as the SDK's client would answer it: through the
-// client of the call in flight.
-func (i *Instance) serverRequest(ctx context.Context, method string, params json.RawMessage) (any, error) {
+// client of the call f when the request came on that call's own response
+// stream, else of the one call in flight (f nil).
+func (i *Instance) serverRequest(ctx context.Context, f *flight, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case "ping":
 		return struct{}{}, nil
@@ -262,13 +398,13 @@ func (i *Instance) serverRequest(ctx context.Context, method string, params json
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		return i.sample(ctx, &p)
+		return i.sampleFor(ctx, f, &p)
 	case "elicitation/create":
 		var p mcp.ElicitParams
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 		}
-		return i.elicit(ctx, &p)
+		return i.elicitFor(ctx, f, &p)
 	case "roots/list":
 		var p mcp.ListRootsParams
 		if len(params) > 0 {
@@ -276,9 +412,76 @@ func (i *Instance) serverRequest(ctx context.Context, method string, params json
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
 			}
 		}
-		return i.roots(ctx, &p)
+		return i.rootsFor(ctx, f, &p)
 	}
 	return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method %q not found", method)}
+}
+
+// fulfil answers the input a 2026-07-28 result asks for (SEP-2322)
+// through the client of the call it answers, and writes the params
+// members of the request that carries the answers on: inputResponses and
+// the requestState to echo.
+func (i *Instance) fulfil(ctx context.Context, f *flight, raw json.RawMessage) ([]byte, error) {
+	var r struct {
+		InputRequests mcp.InputRequestMap `json:"inputRequests"`
+		RequestState  json.RawMessage     `json:"requestState"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, &UnreadableError{Why: "input requests the hub could not read: " + err.Error()}
+	}
+	responses := map[string]any{}
+	for key, req := range r.InputRequests {
+		var res any
+		var err error
+		switch p := req.(type) {
+		case *mcp.ElicitParams:
+			res, err = i.elicitFor(ctx, f, p)
+		case *mcp.CreateMessageWithToolsParams:
+			var base *mcp.CreateMessageParams
+			if base, err = samplingBase(p); err == nil {
+				res, err = i.sampleFor(ctx, f, base)
+			}
+		case *mcp.ListRootsParams:
+			res, err = i.rootsFor(ctx, f, p)
+		default:
+			err = fmt.Errorf("an input request of type %T", req)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf(
+				"The server asked for the client's input (%q) before it would finish the call, and none could be given: %v", key, err)}
+		}
+		responses[key] = res
+	}
+	b, err := json.Marshal(responses)
+	if err != nil {
+		return nil, err
+	}
+	more := append([]byte(`"inputResponses":`), b...)
+	if len(r.RequestState) > 0 && string(r.RequestState) != "null" {
+		more = append(append(more, `,"requestState":`...), r.RequestState...)
+	}
+	return more, nil
+}
+
+// samplingBase is a sampling input request as a client of the session
+// revisions takes it: one content block per message and no tools.
+func samplingBase(p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageParams, error) {
+	if len(p.Tools) > 0 || p.ToolChoice != nil {
+		return nil, errors.New("sampling with tools, which the hub does not relay")
+	}
+	msgs := make([]*mcp.SamplingMessage, 0, len(p.Messages))
+	for _, m := range p.Messages {
+		if len(m.Content) != 1 {
+			return nil, fmt.Errorf("a sampling message of %d content blocks, which the hub does not relay", len(m.Content))
+		}
+		msgs = append(msgs, &mcp.SamplingMessage{Role: m.Role, Content: m.Content[0]})
+	}
+	return &mcp.CreateMessageParams{Meta: p.Meta, IncludeContext: p.IncludeContext, MaxTokens: p.MaxTokens, Messages: msgs,
+		Metadata: p.Metadata, ModelPreferences: p.ModelPreferences, StopSequences: p.StopSequences,
+		SystemPrompt: p.SystemPrompt, Temperature: p.Temperature}, nil
 }
 
 // reply writes the response to a server's request.

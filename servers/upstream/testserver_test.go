@@ -47,7 +47,15 @@ type textOut struct {
 }
 
 func serveGoSDK() {
-	s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "0"}, nil)
+	var opts *mcp.ServerOptions
+	if os.Getenv("UPSTREAM_MODERN") != "" {
+		// A server of 2026-07-28 alone: the hub speaks that revision to it.
+		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "0"}, opts)
+	if os.Getenv("UPSTREAM_ISSUE25") != "" {
+		addIssue25Tools(s)
+	}
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
 			Text string `json:"text"`
@@ -137,6 +145,11 @@ func serveLegacy() {
 	in.Buffer(make([]byte, 1<<20), 1<<20)
 	out := json.NewEncoder(os.Stdout)
 	wedged := os.Getenv("UPSTREAM_TEST_WEDGED") != ""
+	// With UPSTREAM_RAW_RESULT set, a tools/call is answered with that
+	// text as its result, byte for byte, however malformed; with
+	// UPSTREAM_CALLS_FILE set, each tools/call is noted there first.
+	rawResult, rawSet := os.LookupEnv("UPSTREAM_RAW_RESULT")
+	callsFile := os.Getenv("UPSTREAM_CALLS_FILE")
 	var held []byte
 	for in.Scan() {
 		if held != nil {
@@ -158,6 +171,19 @@ func serveLegacy() {
 		case "tools/list":
 			result = map[string]any{"tools": []any{map[string]any{"name": "old_tool", "inputSchema": map[string]any{"type": "object"}}}}
 		case "tools/call":
+			if callsFile != "" {
+				f, err := os.OpenFile(callsFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+				if err == nil {
+					_, _ = f.WriteString("tools/call\n")
+					f.Close()
+				}
+			}
+			if rawSet {
+				line := append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)
+				line = append(append(append(line, `,"result":`...), rawResult...), "}\n"...)
+				_, _ = os.Stdout.Write(line)
+				continue
+			}
 			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "legacy answer"}}}
 			if wedged {
 				held, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
