@@ -231,7 +231,7 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 
 	st := newFastStream(w)
 	down := &fastDown{f: f, st: st, token: c.token, sess: sess, level: c.logLevel, modern: modern, call: ctx}
-	ctx = upstream.WithDownstream(ctx, down)
+	ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, down))
 	a := f.router.callForPersonOnePass(ctx, CompanyRegistry(f.company), p.Caller(), c.name, c.args)
 	msg, err := f.response(c.id, a, modern)
 	if err != nil {

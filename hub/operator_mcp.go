@@ -171,7 +171,7 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 	// Log lines, progress and requests an upstream server sends while it
 	// serves the call go back to this session.
 	if req.Session != nil {
-		ctx = upstream.WithDownstream(ctx, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx})
+		ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx}))
 	}
 	ctx = withCallHeader(ctx, req.Extra)
 	return f.router.CallForPerson(ctx, CompanyRegistry(f.company), p.Caller(), req.Params.Name, args)

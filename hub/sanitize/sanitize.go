@@ -37,6 +37,9 @@ var ErrBinary = errors.New("binary data in text")
 type BinaryError struct {
 	// Where names the field, e.g. "text content item 2"; empty for Text.
 	Where string
+	// Of names what held the field: "the tool's result" when empty, or a
+	// message a server sent while serving a call.
+	Of string
 	// Reason says what was found: "invalid UTF-8" or "a NUL byte".
 	Reason string
 	// Offset is the byte offset of the first offending byte in that field.
@@ -46,7 +49,11 @@ type BinaryError struct {
 func (e *BinaryError) Error() string {
 	subject := "the text held binary data"
 	if e.Where != "" {
-		subject = "the tool's result held binary data in " + e.Where
+		of := e.Of
+		if of == "" {
+			of = "the tool's result"
+		}
+		subject = of + " held binary data in " + e.Where
 	}
 	return fmt.Sprintf("%s (%s at byte %d); binary data must be sent as image, audio or blob resource content",
 		subject, e.Reason, e.Offset)
