@@ -46,7 +46,7 @@ type browser struct {
 // directory under the test's temporary directory, which the test names in
 // its log; with CREWLET_SCREENSHOTS_DIR set they are copied there at the
 // end, for CI or a person to keep.
-func newBrowser(t *testing.T) *browser {
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
@@ -55,6 +55,7 @@ func newBrowser(t *testing.T) *browser {
 		chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 900),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelAlloc() })

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crewlet/hub/hub/hubtest"
 )
 
 var (
@@ -52,10 +54,41 @@ type hubProc struct {
 	stdout     []string
 	stderr     *os.File
 	lines      chan string
+	// ca, for a hub serving HTTPS, issued its certificate, certFile.
+	ca       *hubtest.CA
+	certFile string
 }
 
-func (h *hubProc) mcpURL() string  { return "http://" + h.addr + "/operator/mcp" }
-func (h *hubProc) baseURL() string { return "http://" + h.addr }
+func (h *hubProc) mcpURL() string { return h.baseURL() + "/operator/mcp" }
+func (h *hubProc) baseURL() string {
+	if h.ca != nil {
+		return "https://" + h.addr
+	}
+	return "http://" + h.addr
+}
+
+// client is an HTTP client for the hub: one that trusts its CA when it
+// serves HTTPS.
+func (h *hubProc) client() *http.Client {
+	if h.ca != nil {
+		return h.ca.Client("")
+	}
+	return http.DefaultClient
+}
+
+// startHubTLS is startHub serving HTTPS with a certificate a CA made for
+// the test issued.
+func startHubTLS(t testing.TB, env []string, args ...string) *hubProc {
+	t.Helper()
+	dir := t.TempDir()
+	ca := hubtest.NewCA(t)
+	cert, key := filepath.Join(t.TempDir(), "hub.pem"), filepath.Join(t.TempDir(), "hub-key.pem")
+	ca.Issue(t, 1, cert, key)
+	h := launchHub(t, dir, env, append([]string{"--tls-cert", cert, "--tls-key", key}, args...)...)
+	h.ca, h.certFile = ca, cert
+	h.awaitReady(t, 20*time.Second)
+	return h
+}
 
 // startHub runs `crewlet serve` on a free port in a fresh data directory and
 // waits until it answers. extra args and env are added to the command.
@@ -138,7 +171,7 @@ func (h *hubProc) awaitReady(t testing.TB, within time.Duration) {
 	if b, err := os.ReadFile(filepath.Join(h.dataDir, "operator-token")); err == nil {
 		h.token = strings.TrimSpace(string(b))
 	}
-	resp, err := http.Get(h.baseURL() + "/healthz")
+	resp, err := h.client().Get(h.baseURL() + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("healthz: %v %v", resp, err)
 	}

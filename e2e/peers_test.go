@@ -473,8 +473,9 @@ func runTSClient(t testing.TB, url, token string, calls []tsCall) tsOutput {
 
 // runTSClientRaw is runTSClient without the connect check: a failed connect
 // comes back as ConnectError/Status instead of failing the test. Anything else
-// going wrong (bad output, crash, timeout) still fails the test.
-func runTSClientRaw(t testing.TB, url, token string, calls []tsCall) tsOutput {
+// going wrong (bad output, crash, timeout) still fails the test. env is
+// added to Node's environment (NODE_EXTRA_CA_CERTS, for a hub on HTTPS).
+func runTSClientRaw(t testing.TB, url, token string, calls []tsCall, env ...string) tsOutput {
 	t.Helper()
 	node := pinnedNode(t)
 	script := filepath.Join(e2eDir(t), "tsclient", "client.mjs")
@@ -496,7 +497,7 @@ func runTSClientRaw(t testing.TB, url, token string, calls []tsCall) tsOutput {
 	processTimeout := tsRequestTimeout*time.Duration(len(calls)+3) + 15*time.Second
 	cmd, ctx, cancel := boundedCommand(t.Context(), processTimeout, node, script, url, token)
 	defer cancel()
-	cmd.Env = nodeEnv(t)
+	cmd.Env = nodeEnv(t, env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = &stdout
 	cmd.Stderr = stderrFile
