@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +14,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crewlet/hub/servers/atomicfile"
 )
 
 const (
@@ -94,13 +98,12 @@ func singleNode(dir string) logConfig {
 			DontListen: true,
 			JetStream:  true,
 			StoreDir:   dir,
+			// Every stream is fsynced message by message but the journaled
+			// operation stream, which persists asynchronously (journal.go).
 			SyncAlways: true,
-			// Only the journaled operation stream persists asynchronously;
-			// the server syncs it this often (see journal.go).
-			SyncInterval: streamSyncInterval,
-			NoSigs:       true,
-			NoLog:        true,
-			MaxPayload:   8 << 20,
+			NoSigs:     true,
+			NoLog:      true,
+			MaxPayload: 8 << 20,
 		},
 		replicas: 1,
 		subjects: []string{streamSubject},
@@ -121,6 +124,9 @@ type logConfig struct {
 	// journal, if set, is the directory of the journal of a single node's
 	// embedded log.
 	journal string
+	// syncFiles makes the files under a directory durable; syncTree but
+	// in tests, which watch when it runs or make it fail.
+	syncFiles func(dir string) error
 }
 
 func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
@@ -202,7 +208,7 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 		return nil, fmt.Errorf("state: create the operation stream: %w", err)
 	}
 	if journaled && cfg.PersistMode == jetstream.AsyncPersistMode {
-		if err := l.openJournal(ctx, c.journal); err != nil {
+		if err := l.openJournal(ctx, c); err != nil {
 			l.shutdown()
 			return nil, err
 		}
@@ -210,37 +216,47 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 	return l, nil
 }
 
-// openJournal opens the journal and brings the stream and the journal level:
-// what the journal holds past the stream's end (lost with a crash before
-// the server synced it) is stored again at the same positions, and what the
-// stream holds past the journal's end (stored, never answered) is
-// journaled. Then followers may read the whole stream.
-func (l *JetStreamLog) openJournal(ctx context.Context, dir string) error {
-	j, recs, fresh, err := openJournal(dir)
+// openJournal opens the journal and brings the stream and the journal level.
+// First the stream's files are made durable: the server has just recovered
+// the stream from them, so every position up to its end is in them, and
+// once they are synced the journal's segments that hold nothing past that
+// end are deleted (see journal.go). What the journal holds past the
+// stream's end (lost with a crash before the server synced it) is stored
+// again at the same positions with the same headers. What the stream holds
+// past the journal's end (stored, never answered) needs no journaling: the
+// sync covered it. Then followers may read the whole stream.
+func (l *JetStreamLog) openJournal(ctx context.Context, c logConfig) error {
+	last, err := l.Last(ctx)
+	if err != nil {
+		return fmt.Errorf("state: the operation stream's end: %w", err)
+	}
+	syncFiles := c.syncFiles
+	if syncFiles == nil {
+		syncFiles = syncTree
+	}
+	if err := l.syncStreamFiles(syncFiles); err != nil {
+		return err
+	}
+	j, recs, err := openJournal(c.journal, last)
 	if err != nil {
 		return err
 	}
-	last, err := l.Last(ctx)
-	if err != nil {
-		j.close()
-		return fmt.Errorf("state: the operation stream's end: %w", err)
-	}
-	if fresh {
-		// No journal (a new node, or one moved aside): it begins where
-		// the stream ends.
-		j.last = last
-	}
 	for _, r := range recs {
-		if r.pos <= last {
-			continue
-		}
 		if r.pos != last+1 {
 			j.close()
-			return fmt.Errorf("state: the journal in %s holds position %d but the operation stream ends at %d: what is between is in neither, so the node does not start; move the journal aside to start with what the stream holds", dir, r.pos, last)
+			return fmt.Errorf("state: the journal in %s holds position %d but the operation stream ends at %d: what is between is in neither, so the node does not start; move the journal aside to start with what the stream holds", c.journal, r.pos, last)
 		}
-		// Without its op_id: the duplicate window, rebuilt from what the
-		// stream holds, must not answer it with another position.
-		ack, err := l.js.Publish(ctx, streamSubject, r.data)
+		// With every header it was stored with, its op_id among them: the
+		// duplicate window answers a retry of it with this position, as
+		// it would have before the crash. The stream up to here is what it
+		// was when the message was first stored, so a condition it carries
+		// holds again.
+		h, err := parseHeader(r.hdr)
+		if err != nil {
+			j.close()
+			return fmt.Errorf("state: position %d in the journal: %w", r.pos, err)
+		}
+		ack, err := l.js.PublishMsg(ctx, &nats.Msg{Subject: streamSubject, Header: h, Data: r.data})
 		if err != nil {
 			j.close()
 			return fmt.Errorf("state: store again position %d from the journal: %w", r.pos, err)
@@ -252,14 +268,58 @@ func (l *JetStreamLog) openJournal(ctx context.Context, dir string) error {
 		last = r.pos
 	}
 	l.journal = j
-	if err := l.journalThrough(nil, 0, true); err != nil {
-		l.journal = nil
-		j.close()
-		return err
-	}
 	j.advance(j.position())
 	l.group = &appendGroup{}
 	return nil
+}
+
+// syncStreamFiles makes the operation stream's files and directories
+// durable with sync, and the directories that lead to them. The stream's
+// directory is where nats-server's file store keeps a stream: under its
+// store directory, the account's, then streams/<name>.
+func (l *JetStreamLog) syncStreamFiles(sync func(dir string) error) error {
+	store := l.ns.StoreDir()
+	dir := filepath.Join(store, l.ns.GlobalAccount().GetName(), "streams", streamName)
+	if err := sync(dir); err != nil {
+		return fmt.Errorf("state: sync the operation stream's files: %w", err)
+	}
+	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
+		if err := atomicfile.SyncDir(d); err != nil {
+			return fmt.Errorf("state: sync the operation stream's files: %w", err)
+		}
+		if d == filepath.Dir(store) || d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// syncTree fsyncs every file and directory under root, root included. A
+// file that goes while it walks (the server replacing one of its own) is
+// passed over: its replacement is walked or was written synced.
+func syncTree(root string) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path != root {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && path != root {
+				return nil
+			}
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 }
 
 // errNoLeader says a replicated stream has no leader yet.

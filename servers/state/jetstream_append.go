@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -99,21 +100,28 @@ func stallWait(ctx context.Context) time.Duration {
 
 // send publishes m without waiting for its acknowledgement.
 func (l *JetStreamLog) send(m Message, stall time.Duration) (jetstream.PubAckFuture, error) {
+	return l.js.PublishMsgAsync(natsMsg(m), jetstream.WithStallWait(stall))
+}
+
+// natsMsg is the message m is stored as: its subject and its headers,
+// which are set here rather than through the client's options so that the
+// journal can record exactly what the server stores.
+func natsMsg(m Message) *nats.Msg {
 	subject := streamSubject
 	if m.Claim != "" {
 		subject = claimSubject(m.Claim)
 	}
 	msg := &nats.Msg{Subject: subject, Data: m.Data, Header: nats.Header{}}
-	opts := []jetstream.PublishOpt{jetstream.WithStallWait(stall)}
 	if m.ID != "" {
-		opts = append(opts, jetstream.WithMsgID(m.ID))
+		msg.Header.Set(jetstream.MsgIDHeader, m.ID)
 	}
 	if m.Fence != nil {
 		// The server stores the message only if the newest entry under
 		// the seat's claim key is still the claim the writer holds.
-		opts = append(opts, jetstream.WithExpectLastSequenceForSubject(m.Fence.Claim, claimSubject(m.Fence.Seat)))
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(m.Fence.Claim, 10))
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, claimSubject(m.Fence.Seat))
 	}
-	return l.js.PublishMsgAsync(msg, opts...)
+	return msg
 }
 
 // await waits for m's acknowledgement: its position, and whether that

@@ -134,7 +134,7 @@ func (l *JetStreamLog) appendGroup(group []*groupedAppend) {
 			// earlier group that failed its journal write may have left out.
 			through = max(through, pos)
 			if !dup {
-				recs = append(recs, journalRecord{pos: pos, data: s.a.msg.Data})
+				recs = append(recs, journalRecord{pos: pos, hdr: appendHeader(nil, natsMsg(s.a.msg).Header), data: s.a.msg.Data})
 			}
 		case !errors.Is(err, ErrNotAppended) && !errors.Is(err, ErrLogClosed):
 			unsure = true // it may be stored at a position nobody was told
@@ -175,7 +175,7 @@ func (l *JetStreamLog) journalThrough(recs []journalRecord, through uint64, toEn
 			if err != nil {
 				return fmt.Errorf("state: read position %d back for the journal: %w", next, err)
 			}
-			all = append(all, journalRecord{pos: next, data: m.Data})
+			all = append(all, journalRecord{pos: next, hdr: appendHeader(nil, m.Header), data: m.Data})
 		}
 		return nil
 	}

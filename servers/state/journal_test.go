@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -106,8 +109,9 @@ func segments(t *testing.T, dir string) []string {
 }
 
 // What the stream stored and the journal never got (a crash between the
-// two) is journaled when the log opens, before any follower reads it.
-func TestJournalTakesInWhatOnlyTheStreamHolds(t *testing.T) {
+// two) needs no journal: opening syncs the stream's files, which hold it,
+// and the journal begins past it.
+func TestJournalBeginsPastWhatOnlyTheStreamHolds(t *testing.T) {
 	dir := t.TempDir()
 	l := openLogIn(t, dir)
 	msgs := messages(10, "op")
@@ -122,13 +126,13 @@ func TestJournalTakesInWhatOnlyTheStreamHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, recs, _ := readSegment(b)
+	_, _, recs, _ := readSegment(b)
 	if len(recs) != len(msgs) {
 		t.Fatalf("the segment holds %d records, want %d", len(recs), len(msgs))
 	}
 	cut := len(b)
 	for _, r := range recs[len(recs)-3:] {
-		cut -= recordHead + 8 + len(r.data)
+		cut -= recordHead + 12 + len(r.hdr) + len(r.data)
 	}
 	if err := os.Truncate(last, int64(cut)); err != nil {
 		t.Fatal(err)
@@ -138,11 +142,14 @@ func TestJournalTakesInWhatOnlyTheStreamHolds(t *testing.T) {
 	if got := l.journal.position(); got != 10 {
 		t.Fatalf("the journal holds up to %d after opening, want 10", got)
 	}
-	l = reopen(t, l, dir) // and it stays so: the records are in its files
-	if got := l.journal.position(); got != 10 {
-		t.Fatalf("the journal holds up to %d after opening again, want 10", got)
+	if segs := segments(t, dir); len(segs) != 0 {
+		t.Fatalf("segments the synced stream covers were kept: %v", segs)
 	}
-	if got := entries(t, l, 10); got[10] != string(msgs[9].Data) {
+	pos, err := l.Append(context.Background(), messages(1, "next"))
+	if err != nil || pos[0] != 11 {
+		t.Fatalf("the next append: %v %v, want position 11", pos, err)
+	}
+	if got := entries(t, l, 11); got[10] != string(msgs[9].Data) {
 		t.Fatalf("position 10 holds %q", got[10])
 	}
 }
@@ -199,20 +206,23 @@ func TestStreamMadeBeforeTheJournalKeepsItsPersistMode(t *testing.T) {
 	}
 }
 
-// Segments stop growing and, once the server has long synced what they
-// hold, are deleted; the journal still knows where it stands when it opens
-// again: from the stream's end when no segment is left, and from a
-// segment's header when the segment holds no record.
+// Segments stop growing and stay while the log runs; the next open, once
+// it has synced the stream's files, deletes them. The journal still knows
+// where it stands when it opens: from the stream's end when no segment is
+// left, and from a segment's header when the segment holds no record.
 func TestJournalSegmentsRetireAndGo(t *testing.T) {
 	dir := t.TempDir()
 	l := openLogIn(t, dir)
-	l.journal.keep, l.journal.segmentAge, l.journal.segmentMin = 0, 0, 0
+	l.journal.segmentAge, l.journal.segmentMin = 0, 0
 	appendN(t, l, messages(5, "op"))
-	// Every write retired its segment and dropped it at once.
-	if segs := segments(t, dir); len(segs) != 0 {
-		t.Fatalf("%d segments left, want none: %v", len(segs), segs)
+	// Every write retired its segment, and none is known synced yet.
+	if segs := segments(t, dir); len(segs) != 5 {
+		t.Fatalf("%d segments while the log runs, want the 5 it wrote: %v", len(segs), segs)
 	}
 	l = reopen(t, l, dir)
+	if segs := segments(t, dir); len(segs) != 0 {
+		t.Fatalf("%d segments left after opening, want none: %v", len(segs), segs)
+	}
 	if got := l.journal.position(); got != 5 {
 		t.Fatalf("reopened with no segment, the journal holds up to %d, want 5", got)
 	}
@@ -232,20 +242,20 @@ func TestJournalSegmentsRetireAndGo(t *testing.T) {
 	if len(segs) != 1 {
 		t.Fatalf("%d segments, want 1", len(segs))
 	}
-	if err := os.Truncate(segs[0], int64(len(journalMagic)+8)); err != nil {
+	if err := os.Truncate(segs[0], int64(segmentHead)); err != nil {
 		t.Fatal(err)
 	}
-	j, recs, fresh, err := openJournal(filepath.Join(dir, "journal"))
+	j, recs, err := openJournal(filepath.Join(dir, "journal"), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	j.close()
-	if fresh || len(recs) != 0 || j.last != 5 {
-		t.Fatalf("from the header alone: fresh %v, %d records, at %d; want at 5", fresh, len(recs), j.last)
+	if len(recs) != 0 || j.last != 5 || len(j.retired) != 1 {
+		t.Fatalf("from the header alone: %d records, at %d, %d segments kept; want at 5, the segment kept", len(recs), j.last, len(j.retired))
 	}
 	l = openLogIn(t, dir)
 	if got := l.journal.position(); got != 6 {
-		t.Fatalf("opened, the journal holds up to %d, want 6 read back from the stream", got)
+		t.Fatalf("opened, the journal holds up to %d, want 6, where the stream ends", got)
 	}
 }
 
@@ -261,49 +271,216 @@ func TestQuietJournalKeepsItsSegment(t *testing.T) {
 	}
 }
 
-// A segment's records read back as written; a record cut short or with a
-// wrong checksum ends the segment there, and what follows it is not read.
+// A segment's records read back as written, headers and all; a record cut
+// short or with a wrong checksum ends the segment there, and what follows
+// it is not read. A segment written before records carried headers reads
+// back with none.
 func TestReadSegment(t *testing.T) {
+	hdr := func(i int) []byte {
+		return appendHeader(nil, nats.Header{"Nats-Msg-Id": {fmt.Sprintf("op-%d", i)}})
+	}
 	seg := binary.BigEndian.AppendUint64([]byte(journalMagic), 7)
+	v1 := binary.BigEndian.AppendUint64([]byte(journalMagicV1), 7)
 	var ends []int
 	for i := range 3 {
-		seg = appendRecord(seg, journalRecord{pos: uint64(8 + i), data: fmt.Appendf(nil, "data %d", i)})
+		seg = appendRecord(seg, journalRecord{pos: uint64(8 + i), hdr: hdr(i), data: fmt.Appendf(nil, "data %d", i)})
+		v1 = appendRecordV1(v1, journalRecord{pos: uint64(8 + i), data: fmt.Appendf(nil, "data %d", i)})
 		ends = append(ends, len(seg))
 	}
 	flipped := bytes.Clone(seg)
-	flipped[ends[0]+recordHead+8] ^= 1 // the second record's data
+	flipped[ends[0]+recordHead+12+len(hdr(1))] ^= 1 // the second record's data
 	for _, tc := range []struct {
-		name string
-		b    []byte
-		want int // records read
+		name    string
+		b       []byte
+		want    int // records read
+		version int
 	}{
-		{"whole", seg, 3},
-		{"last cut short", seg[:len(seg)-1], 2},
-		{"only a length left", seg[:ends[1]+3], 2},
-		{"second corrupt", flipped, 1},
-		{"header only", seg[:len(journalMagic)+8], 0},
-		{"header cut short", seg[:5], 0},
-		{"empty", nil, 0},
+		{"whole", seg, 3, 2},
+		{"last cut short", seg[:len(seg)-1], 2, 2},
+		{"only a length left", seg[:ends[1]+3], 2, 2},
+		{"second corrupt", flipped, 1, 2},
+		{"header only", seg[:segmentHead], 0, 2},
+		{"header cut short", seg[:5], 0, 2},
+		{"empty", nil, 0, 2},
+		{"without headers", v1, 3, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base, recs, err := readSegment(tc.b)
+			version, base, recs, err := readSegment(tc.b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(recs) != tc.want {
-				t.Fatalf("%d records, want %d", len(recs), tc.want)
+			if len(recs) != tc.want || version != tc.version {
+				t.Fatalf("%d records of version %d, want %d of version %d", len(recs), version, tc.want, tc.version)
 			}
-			if len(tc.b) >= len(journalMagic)+8 && base != 7 {
+			if len(tc.b) >= segmentHead && base != 7 {
 				t.Fatalf("base %d, want 7", base)
 			}
 			for i, r := range recs {
 				if r.pos != uint64(8+i) || string(r.data) != fmt.Sprintf("data %d", i) {
 					t.Fatalf("record %d: %d %q", i, r.pos, r.data)
 				}
+				h, err := parseHeader(r.hdr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := fmt.Sprintf("op-%d", i)
+				if version == 1 {
+					want = ""
+				}
+				if got := h.Get("Nats-Msg-Id"); got != want {
+					t.Fatalf("record %d: id %q, want %q", i, got, want)
+				}
 			}
 		})
 	}
-	if _, _, err := readSegment([]byte("something else entirely, not a journal")); err == nil {
+	if _, _, _, err := readSegment([]byte("something else entirely, not a journal")); err == nil {
 		t.Fatal("a file that is not a segment was read as one")
+	}
+}
+
+// openLogWith opens the log in dir with its files synced by sync.
+func openLogWith(t *testing.T, dir string, sync func(string) error) (*JetStreamLog, error) {
+	t.Helper()
+	c := singleNode(dir)
+	c.syncFiles = sync
+	l, err := openJetStream(context.Background(), c)
+	if err == nil {
+		t.Cleanup(func() { _ = l.Close() })
+	}
+	return l, err
+}
+
+// A segment is deleted only once the stream's files are known, by the
+// order of operations, to hold every position it holds on disk: never
+// while the log runs, never when the sync of the stream's files fails,
+// only after that sync returns, and never a segment holding an entry the
+// server has not written to its files yet (one stored again from the
+// journal). Here the stream's store goes back to a copy that ends at 5,
+// as a crash would leave it, while the journal holds 1 to 7, a segment
+// each.
+func TestJournalSegmentKeptUntilItsPositionIsSynced(t *testing.T) {
+	msgs := messages(7, "op")
+	// The copy: the same five messages, stored by a log of its own.
+	other := t.TempDir()
+	l := openLogIn(t, other)
+	appendN(t, l, msgs[:5])
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	l = openLogIn(t, dir)
+	l.journal.segmentAge, l.journal.segmentMin = 0, 0
+	appendN(t, l, msgs)
+	if segs := segments(t, dir); len(segs) != 7 {
+		t.Fatalf("%d segments while the log runs, want all 7 kept: %v", len(segs), segs)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "jetstream")); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, filepath.Join(other, "jetstream"), filepath.Join(dir, "jetstream"))
+	all := segments(t, dir)
+
+	// The stream's files could not be synced: nothing is deleted, and the
+	// log does not open on a stream it cannot make durable.
+	broken := errors.New("the disk refused the sync")
+	if _, err := openLogWith(t, dir, func(string) error { return broken }); !errors.Is(err, broken) {
+		t.Fatalf("opening with a failing sync: %v, want its error", err)
+	}
+	if segs := segments(t, dir); len(segs) != len(all) {
+		t.Fatalf("%d segments after a failed sync, want all %d", len(segs), len(all))
+	}
+
+	// The sync runs before any segment goes; after it, the segments of 1
+	// to 5 go and those of 6 and 7, stored again, stay.
+	var synced []string
+	l, err := openLogWith(t, dir, func(d string) error {
+		if segs := segments(t, dir); len(segs) != len(all) {
+			t.Errorf("a segment was deleted before the stream's files were synced: %d of %d left", len(segs), len(all))
+		}
+		synced = append(synced, d)
+		return syncTree(d)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(synced) != 1 || !strings.HasSuffix(synced[0], filepath.Join("streams", streamName)) {
+		t.Fatalf("synced %v, want the operation stream's directory once", synced)
+	}
+	if segs := segments(t, dir); !slices.Equal(segs, all[5:]) {
+		t.Fatalf("segments after opening: %v, want those of positions 6 and 7: %v", segs, all[5:])
+	}
+	got := entries(t, l, 7)
+	for i, m := range msgs {
+		if got[uint64(i+1)] != string(m.Data) {
+			t.Fatalf("position %d holds %q, want %q", i+1, got[uint64(i+1)], m.Data)
+		}
+	}
+	for _, pos := range []uint64{6, 7} {
+		// Stored again with the op_id the append gave it.
+		m, err := l.stream.GetMsg(context.Background(), pos)
+		if err != nil || m.Header.Get(jetstream.MsgIDHeader) != msgs[pos-1].ID {
+			t.Fatalf("position %d stored again with headers %v (%v), want its op_id %s", pos, m.Header, err, msgs[pos-1].ID)
+		}
+	}
+
+	// Opened again, the server has written 6 and 7 to its files and
+	// recovered them from there: the last segments go too.
+	l = reopen(t, l, dir)
+	if segs := segments(t, dir); len(segs) != 0 {
+		t.Fatalf("segments the stream's synced files cover were kept: %v", segs)
+	}
+	if got := l.journal.position(); got != 7 {
+		t.Fatalf("the journal holds up to %d, want 7", got)
+	}
+}
+
+// Entries stored again from the journal keep every header they were
+// stored with, not only their data: their op_id is back in the duplicate
+// window, so an append of it is answered with the position it had, and a
+// header of any other name comes back as it was. A segment written before
+// records carried headers is still read and its entries stored again.
+func TestReplayKeepsEveryHeader(t *testing.T) {
+	dir := t.TempDir()
+	l := openLogIn(t, dir)
+	appendN(t, l, messages(2, "op"))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	three := nats.Header{"Nats-Msg-Id": {"op-three"}, "Crewlet-Note": {"kept", "both values"}, "lower-case": {"as it was"}}
+	seg := binary.BigEndian.AppendUint64([]byte(journalMagic), 2)
+	seg = appendRecord(seg, journalRecord{pos: 3, hdr: appendHeader(nil, three), data: []byte("three")})
+	old := binary.BigEndian.AppendUint64([]byte(journalMagicV1), 3)
+	old = appendRecordV1(old, journalRecord{pos: 4, data: []byte("four")})
+	for n, b := range map[int][]byte{998: seg, 999: old} {
+		if err := os.WriteFile(filepath.Join(dir, "journal", fmt.Sprintf("%020d%s", n, journalExt)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	l = openLogIn(t, dir)
+	m, err := l.stream.GetMsg(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data) != "three" || len(m.Header) != len(three) {
+		t.Fatalf("position 3 holds %q with headers %v, want %q with %v", m.Data, m.Header, "three", three)
+	}
+	for k, v := range three {
+		if !slices.Equal(m.Header[k], v) {
+			t.Fatalf("header %s is %q after the entry was stored again, want %q", k, m.Header[k], v)
+		}
+	}
+	if m, err := l.stream.GetMsg(context.Background(), 4); err != nil || string(m.Data) != "four" {
+		t.Fatalf("position 4 from a segment without headers: %v %v", m, err)
+	}
+	again, err := l.Append(context.Background(), []Message{{ID: "op-three", Data: []byte("three again")}})
+	if err != nil || again[0] != 3 {
+		t.Fatalf("its op_id appended again: %v %v, want position 3", again, err)
+	}
+	if last, err := l.Last(context.Background()); err != nil || last != 4 {
+		t.Fatalf("the stream ends at %d (%v), want 4", last, err)
 	}
 }
