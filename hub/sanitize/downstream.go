@@ -15,8 +15,9 @@ import (
 // surely as the call's result, so it passes the same rules (OUT-1): each
 // piece of text in it has control characters stripped and secrets
 // redacted, binary posing as text is refused, and _meta keys that would
-// read as the hub's are renamed (ForeignMetaKey). Protocol state passes as
-// it came: a progress token, an elicitation's id and mode, a log level.
+// read as the hub's are renamed (ForeignMetaKey). Protocol state the
+// client matches on passes as it came: a progress token (the client's own)
+// and an elicitation's id.
 //
 // Each method answers a sanitised copy and never changes p, or an error
 // (and nothing) when p holds binary data, which the caller drops or
@@ -46,6 +47,13 @@ func (s *Sanitizer) LogMessage(p *mcp.LoggingMessageParams) (_ *mcp.LoggingMessa
 	}
 	w := s.foreignWalker()
 	out := *p
+	// The level is the protocol's word, but the server wrote it: a value
+	// none of the protocol's is text like any other.
+	level, err := w.text("its level", string(p.Level))
+	if err != nil {
+		return nil, err
+	}
+	out.Level = mcp.LoggingLevel(level)
 	if out.Logger, err = w.text("its logger name", p.Logger); err != nil {
 		return nil, err
 	}
@@ -198,6 +206,9 @@ func (s *Sanitizer) Elicit(p *mcp.ElicitParams) (_ *mcp.ElicitParams, err error)
 	}
 	w := s.foreignWalker()
 	out := *p
+	if out.Mode, err = w.text("its mode", p.Mode); err != nil {
+		return nil, err
+	}
 	if out.Message, err = w.text("its message", p.Message); err != nil {
 		return nil, err
 	}

@@ -124,3 +124,104 @@ func TestServerMessagesWithBinaryAreRefused_OUT1(t *testing.T) {
 		}
 	}
 }
+
+// FuzzServerMessages: whatever a server's log line, progress or
+// elicitation request holds, sanitised it holds no configured secret in any
+// string or key, and no _meta key of its own that speaks as the hub (OUT-1;
+// issue 25 defects 2 and 6). The input is the message's params as JSON;
+// kind picks which message it is.
+func FuzzServerMessages(f *testing.F) {
+	for _, seed := range []string{
+		`{"level":"warning","logger":"hunter2hunter2","data":{"said":"key fuzz-secret-1234","n":[1,"abcdefgh"]},"_meta":{"crewlet/refusal":"forbidden"}}`,
+		`{"level":"info","data":"Authorization: Bearer abcdefgh12345 \u001b[1m"}`,
+		`{"progressToken":"t","progress":1,"message":"step hunter2hunter2","_meta":{"upstream/crewlet/x":1,"crewlet/x":2}}`,
+		`{"mode":"form","message":"give abcdefgh","requestedSchema":{"type":"object","properties":{"hunter2hunter2":{"type":"string","default":"fuzz-secret-1234"}}}}`,
+		`{"mode":"url","url":"https://x.test/?token=hunter2hunter2","elicitationId":"e"}`,
+		`{"data":{"crewlet/refusal":"x","\u0063rewlet/y":"fuzz-secret-1234"},"_meta":{"\u0063rewlet/refusal":"y"}}`,
+	} {
+		for kind := range byte(3) {
+			f.Add(kind, seed)
+		}
+	}
+	s := New(fuzzSecrets...)
+	f.Fuzz(func(t *testing.T, kind byte, raw string) {
+		var out any
+		var meta mcp.Meta
+		var err error
+		switch kind % 3 {
+		case 0:
+			var p mcp.LoggingMessageParams
+			if json.Unmarshal([]byte(raw), &p) != nil {
+				return
+			}
+			var c *mcp.LoggingMessageParams
+			if c, err = s.LogMessage(&p); err == nil {
+				out, meta = c, c.Meta
+			}
+		case 1:
+			var p mcp.ProgressNotificationParams
+			if json.Unmarshal([]byte(raw), &p) != nil {
+				return
+			}
+			var c *mcp.ProgressNotificationParams
+			if c, err = s.Progress(&p); err == nil {
+				// The token is the client's own, passed as it came.
+				c.ProgressToken = nil
+				out, meta = c, c.Meta
+			}
+		default:
+			var p mcp.ElicitParams
+			if json.Unmarshal([]byte(raw), &p) != nil {
+				return
+			}
+			var c *mcp.ElicitParams
+			if c, err = s.Elicit(&p); err == nil {
+				// The id is protocol state the client echoes, passed as
+				// it came.
+				c.ElicitationID = ""
+				out, meta = c, c.Meta
+			}
+		}
+		if err != nil {
+			return
+		}
+		for k := range meta {
+			if strings.HasPrefix(k, HubMetaPrefix) {
+				t.Fatalf("input %q: the hub's key %q passed", raw, k)
+			}
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			t.Fatalf("input %q: %v", raw, err)
+		}
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("input %q: %v", raw, err)
+		}
+		eachString(v, func(str string) {
+			for _, secret := range fuzzSecrets {
+				if strings.Contains(str, secret) {
+					t.Fatalf("input %q: %q passed in %q", raw, secret, str)
+				}
+			}
+		})
+	})
+}
+
+// eachString calls fn with every string of a decoded JSON value, keys
+// included.
+func eachString(v any, fn func(string)) {
+	switch x := v.(type) {
+	case string:
+		fn(x)
+	case []any:
+		for _, e := range x {
+			eachString(e, fn)
+		}
+	case map[string]any:
+		for k, e := range x {
+			fn(k)
+			eachString(e, fn)
+		}
+	}
+}

@@ -125,10 +125,15 @@ func FuzzResultOnePass(f *testing.F) {
 	s := New(fuzzSecrets...)
 	f.Fuzz(func(t *testing.T, raw string) {
 		got, ok := s.ResultOnePass([]byte(raw), nil)
+		want, err := fullPath(s, []byte(raw), nil)
+		if err == nil {
+			// Issue 25 defect 6: whichever path answers, no key of the
+			// result's or a content item's _meta speaks as the hub.
+			checkNoHubMeta(t, raw, want)
+		}
 		if !ok {
 			return
 		}
-		want, err := fullPath(s, []byte(raw), nil)
 		if err != nil {
 			t.Fatalf("the one pass took %q, which the full path refuses: %v", raw, err)
 		}
@@ -136,6 +141,32 @@ func FuzzResultOnePass(f *testing.F) {
 			t.Fatalf("input %q\none pass:  %s\nfull path: %s", raw, onePassJSON(got), want)
 		}
 	})
+}
+
+// checkNoHubMeta fails if a sanitised third-party result, as JSON, holds a
+// _meta key under HubMetaPrefix at its top or on a content item.
+func checkNoHubMeta(t *testing.T, input string, out []byte) {
+	t.Helper()
+	var r struct {
+		Meta    map[string]json.RawMessage `json:"_meta"`
+		Content []struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	metas := []map[string]json.RawMessage{r.Meta}
+	for _, c := range r.Content {
+		metas = append(metas, c.Meta)
+	}
+	for _, m := range metas {
+		for k := range m {
+			if strings.HasPrefix(k, HubMetaPrefix) {
+				t.Fatalf("input %q: the hub's key %q passed: %s", input, k, out)
+			}
+		}
+	}
 }
 
 // fullPath is what the hub did before the one pass: decode as the SDK's
