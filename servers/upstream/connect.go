@@ -159,7 +159,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 				probe = probeHTTP(ctx, hc, spec.URL, i.client(), i.opts.ProbeTimeout)
 			}
 			inner = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc}
-			c.fast = &httpLink{i: i, url: spec.URL, client: fastClient, raw: i.http1, headers: spec.Headers}
+			c.fast = &httpLink{i: i, url: spec.URL, client: fastClient}
 		}
 	default:
 		ch, err := startChild(spec.Command, spec.Args, ChildEnv(spec, i.opts.Host), i.opts.Dir, func(line string) {

@@ -21,14 +21,9 @@ import (
 // own POST, answered with JSON or an event stream, on the session the SDK
 // opened (its id and revision in the headers, as the SDK sends them).
 type httpLink struct {
-	i      *Instance
-	url    string
-	client *http.Client
-	// raw, when set, carries the calls instead of client, with headers
-	// (the server's configured ones) set as client's transport sets them
-	// (headerRT).
-	raw     *http1Pool
-	headers map[string]string
+	i       *Instance
+	url     string
+	client  *http.Client
 	version string
 	session string // "" from 2026-07-28 on, which has no sessions
 }
@@ -53,10 +48,6 @@ func (l *httpLink) post(ctx context.Context, body []byte, call bool, name string
 		// body, which the server checks against it.
 		h["Mcp-Method"] = []string{"tools/call"}
 		h["Mcp-Name"] = []string{name}
-	}
-	if l.raw != nil {
-		setHeaders(h, l.headers)
-		return l.raw.do(req)
 	}
 	return l.client.Do(req)
 }

@@ -109,9 +109,13 @@ func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, record
 		id = "crewlet-fast-" + strconv.FormatInt(fastIDs.Add(1), 10)
 		raw, err = lk.call(ctx, f, id, name, toolsCall(id, name, args, f.token, setup.meta, more))
 	}
-	if err == nil {
+	if err == nil && ctx.Err() == nil {
 		return raw, nil
 	}
+	// A call whose context ended answers the context's error, as the
+	// SDK's client does, even where the answer raced it in: the caller
+	// is gone or out of time, and whatever reads the answer next must see
+	// the call as cut, not as answered.
 	if ctx.Err() != nil {
 		// As the SDK's client does: the server is told, off the caller's
 		// way (the instance owns the telling, bounded in time), and the

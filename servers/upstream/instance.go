@@ -164,11 +164,8 @@ type Instance struct {
 	// transport is the HTTP transport the instance made for itself, whose
 	// idle connections it closes when it stops.
 	transport *http.Transport
-	// http1 carries fast calls to a plain-HTTP server on that transport's
-	// behalf (nil when it cannot: http1.go).
-	http1  *http1Pool
-	retry  chan struct{}
-	cancel context.CancelFunc
+	retry     chan struct{}
+	cancel    context.CancelFunc
 	// wg owns the instance's goroutines: supervision and each session's
 	// end watch. Close waits for all of them.
 	wg   conc.WaitGroup
@@ -227,9 +224,6 @@ func Start(opts Options) *Instance {
 		cancel:    cancel,
 		transport: ownTransport,
 	}
-	if ownTransport != nil && opts.Spec.Transport == TransportHTTP {
-		i.http1 = newHTTP1Pool(opts.Spec.URL, ownTransport.Proxy)
-	}
 	i.wg.Go(func() { i.supervise(ctx) })
 	return i
 }
@@ -275,7 +269,6 @@ func (i *Instance) Close() error {
 		if i.transport != nil {
 			i.transport.CloseIdleConnections()
 		}
-		i.http1.close()
 	})
 	return nil
 }
