@@ -40,6 +40,16 @@
 // lost the seat cannot write as it. Core pub/sub (Publish, Subscribe)
 // carries what needs no keeping, such as heartbeats.
 //
+// Durability. A write is answered applied only after an fsync that covers
+// its entry has returned, and nothing that covers an answered entry is
+// deleted before another fsync covers it: the order of operations says so,
+// never a clock. On a single node the fsync is the journal's (journal.go),
+// and a journal segment is deleted only once the log has synced the
+// stream's own files past it, which it does when it opens, right after
+// the server has recovered the stream from them. Every data directory
+// follows this one rule: a stream made before the journal moves onto it
+// when the log opens. In a fleet the servers fsync every entry themselves.
+//
 // The op ledger maps an OpID to the answer its operation got. An OpID carries
 // a digest of the tool and its canonical arguments, which lets Write refuse
 // an op_id brought back with another call before anything is appended, and

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,8 +12,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/crewlet/hub/servers/atomicfile"
 )
 
 const (
@@ -72,7 +68,8 @@ type JetStreamLog struct {
 	fences keyedMutex
 	// group and journal let concurrent appends share an fsync; nil where
 	// every message is stored and fsynced by the server on its own (a
-	// fleet, an operator's NATS, a stream made before the journal was).
+	// fleet, an operator's NATS, a stream made before the journal that
+	// could not move onto it: see moveToJournal).
 	group   *appendGroup
 	journal *journal
 
@@ -184,11 +181,19 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 		MaxMsgSize: 8 << 20,
 		Replicas:   l.replicas,
 	}
+	if journaled {
+		// One rule for every data directory: a stream made before the
+		// journal moves onto it before it is opened (see moveToJournal).
+		cfg.PersistMode = jetstream.AsyncPersistMode
+		if err := l.moveToJournal(ctx, c.journal); err != nil {
+			l.shutdown()
+			return nil, err
+		}
+	}
 	err = untilReady(ctx, func(ctx context.Context) error {
 		if journaled {
-			// A stream's persist mode is fixed when it is made: one made
-			// before the journal keeps the server's fsync of each message.
-			cfg.PersistMode = jetstream.AsyncPersistMode
+			// A stream's persist mode is fixed when it is made: one that
+			// could not move keeps the server's fsync of each message.
 			if s, err := l.js.Stream(ctx, streamName); err == nil {
 				old := s.CachedInfo().Config
 				cfg.PersistMode, cfg.AllowAtomicPublish = old.PersistMode, old.AllowAtomicPublish
@@ -214,112 +219,6 @@ func openJetStream(ctx context.Context, c logConfig) (*JetStreamLog, error) {
 		}
 	}
 	return l, nil
-}
-
-// openJournal opens the journal and brings the stream and the journal level.
-// First the stream's files are made durable: the server has just recovered
-// the stream from them, so every position up to its end is in them, and
-// once they are synced the journal's segments that hold nothing past that
-// end are deleted (see journal.go). What the journal holds past the
-// stream's end (lost with a crash before the server synced it) is stored
-// again at the same positions with the same headers. What the stream holds
-// past the journal's end (stored, never answered) needs no journaling: the
-// sync covered it. Then followers may read the whole stream.
-func (l *JetStreamLog) openJournal(ctx context.Context, c logConfig) error {
-	last, err := l.Last(ctx)
-	if err != nil {
-		return fmt.Errorf("state: the operation stream's end: %w", err)
-	}
-	syncFiles := c.syncFiles
-	if syncFiles == nil {
-		syncFiles = syncTree
-	}
-	if err := l.syncStreamFiles(syncFiles); err != nil {
-		return err
-	}
-	j, recs, err := openJournal(c.journal, last)
-	if err != nil {
-		return err
-	}
-	for _, r := range recs {
-		if r.pos != last+1 {
-			j.close()
-			return fmt.Errorf("state: the journal in %s holds position %d but the operation stream ends at %d: what is between is in neither, so the node does not start; move the journal aside to start with what the stream holds", c.journal, r.pos, last)
-		}
-		// With every header it was stored with, its op_id among them: the
-		// duplicate window answers a retry of it with this position, as
-		// it would have before the crash. The stream up to here is what it
-		// was when the message was first stored, so a condition it carries
-		// holds again.
-		h, err := parseHeader(r.hdr)
-		if err != nil {
-			j.close()
-			return fmt.Errorf("state: position %d in the journal: %w", r.pos, err)
-		}
-		ack, err := l.js.PublishMsg(ctx, &nats.Msg{Subject: streamSubject, Header: h, Data: r.data})
-		if err != nil {
-			j.close()
-			return fmt.Errorf("state: store again position %d from the journal: %w", r.pos, err)
-		}
-		if ack.Sequence != r.pos {
-			j.close()
-			return fmt.Errorf("state: position %d from the journal was stored again at %d", r.pos, ack.Sequence)
-		}
-		last = r.pos
-	}
-	l.journal = j
-	j.advance(j.position())
-	l.group = &appendGroup{}
-	return nil
-}
-
-// syncStreamFiles makes the operation stream's files and directories
-// durable with sync, and the directories that lead to them. The stream's
-// directory is where nats-server's file store keeps a stream: under its
-// store directory, the account's, then streams/<name>.
-func (l *JetStreamLog) syncStreamFiles(sync func(dir string) error) error {
-	store := l.ns.StoreDir()
-	dir := filepath.Join(store, l.ns.GlobalAccount().GetName(), "streams", streamName)
-	if err := sync(dir); err != nil {
-		return fmt.Errorf("state: sync the operation stream's files: %w", err)
-	}
-	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
-		if err := atomicfile.SyncDir(d); err != nil {
-			return fmt.Errorf("state: sync the operation stream's files: %w", err)
-		}
-		if d == filepath.Dir(store) || d == filepath.Dir(d) {
-			return nil
-		}
-	}
-}
-
-// syncTree fsyncs every file and directory under root, root included. A
-// file that goes while it walks (the server replacing one of its own) is
-// passed over: its replacement is walked or was written synced.
-func syncTree(root string) error {
-	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path != root {
-				return nil
-			}
-			return err
-		}
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && path != root {
-				return nil
-			}
-			return err
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
 }
 
 // errNoLeader says a replicated stream has no leader yet.

@@ -134,22 +134,24 @@ const (
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // openJournal opens the journal under dir, given synced, a position up to
-// which the stream's files are known to be on disk: it deletes the
+// which the stream's files are known to be on disk: it hands past, in
+// position order, each record past synced (for the log to compare with its
+// stream's end; its bytes are valid only during the call), deletes the
 // segments that hold nothing past synced and keeps the others as retired
-// (the first write starts a new one). It answers, in position order, the
-// records past synced, for the log to compare with its stream's end.
+// (the first write starts a new one). past may be nil.
 //
 // A segment other than the newest holds nothing past the header of the
 // next one, so such a segment is deleted, when that header is at or
 // before synced, without being read: opening reads what a crash may have
-// left the stream without, not the whole run before it.
-func openJournal(dir string, synced uint64) (j *journal, recs []journalRecord, err error) {
+// left the stream without, not the whole run before it, and holds one
+// segment in memory at a time.
+func openJournal(dir string, synced uint64, past func(journalRecord) error) (j *journal, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, fmt.Errorf("state: journal directory: %w", err)
+		return nil, fmt.Errorf("state: journal directory: %w", err)
 	}
 	names, err := filepath.Glob(filepath.Join(dir, "*"+journalExt))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	j = &journal{dir: dir, wake: make(chan struct{}), synced: synced, segmentAge: journalSegmentAge, segmentMin: journalSegmentMin}
 	type seg struct {
@@ -171,7 +173,7 @@ func openJournal(dir string, synced uint64) (j *journal, recs []journalRecord, e
 	slices.SortFunc(segs, func(a, b seg) int { return cmp.Compare(a.n, b.n) })
 	for i := range segs {
 		if segs[i].base, segs[i].whole, err = segmentBase(segs[i].path); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	for i, s := range segs {
@@ -179,25 +181,28 @@ func openJournal(dir string, synced uint64) (j *journal, recs []journalRecord, e
 		j.last = max(j.last, s.base)
 		if i+1 < len(segs) && segs[i+1].whole && segs[i+1].base <= synced {
 			if err := removeSegment(s.path); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			continue
 		}
 		b, err := os.ReadFile(s.path)
 		if err != nil {
-			return nil, nil, fmt.Errorf("state: read journal segment: %w", err)
+			return nil, fmt.Errorf("state: read journal segment: %w", err)
 		}
 		_, _, got, err := readSegment(b)
 		if err != nil {
-			return nil, nil, fmt.Errorf("state: journal segment %s: %w", s.path, err)
+			return nil, fmt.Errorf("state: journal segment %s: %w", s.path, err)
 		}
 		for _, r := range got {
-			if r.pos > j.last {
-				if r.pos > synced {
-					recs = append(recs, r)
-				}
-				j.last = r.pos
+			if r.pos <= j.last {
+				continue
 			}
+			if r.pos > synced && past != nil {
+				if err := past(r); err != nil {
+					return nil, err
+				}
+			}
+			j.last = r.pos
 		}
 		j.retired = append(j.retired, retiredSegment{s.path, j.last})
 	}
@@ -205,9 +210,9 @@ func openJournal(dir string, synced uint64) (j *journal, recs []journalRecord, e
 	// there if it held less (no segment at all, or one moved aside).
 	j.last = max(j.last, synced)
 	if err := j.dropRetired(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return j, recs, nil
+	return j, nil
 }
 
 // segmentBase reads the position a segment's header names, and whether

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -175,35 +176,199 @@ func TestJournalWithAGapPastTheStreamRefusesToOpen(t *testing.T) {
 	}
 }
 
-// A stream made before the journal (persisting each message itself) keeps
-// its persist mode, which the server cannot change: such a log opens with
-// no journal, and its appends are stored and fsynced one by one.
-func TestStreamMadeBeforeTheJournalKeepsItsPersistMode(t *testing.T) {
-	dir := t.TempDir()
+// openOldStream opens, in dir, a log whose stream is made as before the
+// journal: persisting each message itself, with no journal beside it.
+func openOldStream(t *testing.T, dir string) *JetStreamLog {
+	t.Helper()
 	old := singleNode(dir)
 	old.journal = ""
 	l, err := openJetStream(context.Background(), old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendN(t, l, messages(3, "old"))
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// persistMode is the operation stream's persist mode.
+func persistMode(t *testing.T, l *JetStreamLog) jetstream.PersistModeType {
+	t.Helper()
+	info, err := l.stream.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Config.PersistMode
+}
+
+// One rule for every data directory: a stream made before the journal
+// (persisting each message itself, a mode the server cannot change) moves
+// onto the journal when the log opens. Every entry keeps its position, its
+// data and its op_id, the appends after it go in groups through the
+// journal, and the next open finds the copy covered by the stream's synced
+// files and deletes it.
+func TestStreamMadeBeforeTheJournalMovesOntoIt(t *testing.T) {
+	dir := t.TempDir()
+	l := openOldStream(t, dir)
+	msgs := messages(3, "old")
+	appendN(t, l, msgs)
+	if persistMode(t, l) != jetstream.DefaultPersistMode || l.journal != nil {
+		t.Fatal("the old stream was not made as before the journal")
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	l = openLogIn(t, dir)
-	if l.journal != nil || l.group != nil {
-		t.Fatal("a stream made before the journal was given one")
+	if l.journal == nil || l.group == nil || persistMode(t, l) != jetstream.AsyncPersistMode {
+		t.Fatalf("a stream made before the journal did not move onto it (persist mode %v)", persistMode(t, l))
 	}
-	if info, err := l.stream.Info(context.Background()); err != nil || info.Config.PersistMode != jetstream.DefaultPersistMode {
-		t.Fatalf("persist mode %v (%v), want the default", info.Config.PersistMode, err)
+	got := entries(t, l, 3)
+	for i, m := range msgs {
+		if got[uint64(i+1)] != string(m.Data) {
+			t.Fatalf("position %d holds %q after the move, want %q", i+1, got[uint64(i+1)], m.Data)
+		}
+	}
+	again, err := l.Append(context.Background(), []Message{{ID: msgs[1].ID, Data: []byte("again")}})
+	if err != nil || again[0] != 2 {
+		t.Fatalf("an op_id of the old stream appended again: %v %v, want position 2", again, err)
 	}
 	pos, err := l.Append(context.Background(), messages(1, "new"))
 	if err != nil || pos[0] != 4 {
 		t.Fatalf("append: %v %v, want position 4", pos, err)
 	}
-	if got := entries(t, l, 4); got[4] != "new data 0" {
-		t.Fatalf("position 4 holds %q", got[4])
+	l = reopen(t, l, dir)
+	if segs := segments(t, dir); len(segs) != 0 {
+		t.Fatalf("the copy of the old stream was kept once the stream's synced files held it: %v", segs)
 	}
+	if got := entries(t, l, 4); got[1] != string(msgs[0].Data) || got[4] != "new data 0" {
+		t.Fatalf("after the move and a reopen: %v", got)
+	}
+}
+
+// copyBegun writes the first n entries of l's stream to the journal in
+// dir, as a move onto the journal that a crash cut short leaves it.
+func copyBegun(t *testing.T, l *JetStreamLog, dir string, n uint64) {
+	t.Helper()
+	j, err := openJournal(filepath.Join(dir, "journal"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	var copied []journalRecord
+	for pos := uint64(1); pos <= n; pos++ {
+		m, err := l.stream.GetMsg(context.Background(), pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied = append(copied, journalRecord{pos: pos, hdr: appendHeader(nil, m.Header), data: m.Data})
+	}
+	if err := j.write(copied); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A move a crash cut short goes on where it stopped: here the journal
+// holds the first two of five entries, as a crash during the copy leaves
+// it; and where the old stream was already deleted, opening stores every
+// entry again from the journal.
+func TestMoveOntoTheJournalCutShortGoesOn(t *testing.T) {
+	dir := t.TempDir()
+	l := openOldStream(t, dir)
+	msgs := messages(5, "old")
+	appendN(t, l, msgs)
+	copyBegun(t, l, dir, 2)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLogIn(t, dir)
+	if persistMode(t, l) != jetstream.AsyncPersistMode {
+		t.Fatal("the move did not go on")
+	}
+	got := entries(t, l, 5)
+	for i, m := range msgs {
+		if got[uint64(i+1)] != string(m.Data) {
+			t.Fatalf("position %d holds %q, want %q", i+1, got[uint64(i+1)], m.Data)
+		}
+	}
+	if m, err := l.stream.GetMsg(context.Background(), 5); err != nil || m.Header.Get(jetstream.MsgIDHeader) != msgs[4].ID {
+		t.Fatalf("position 5 after the move: %v %v, want its op_id %s", m, err, msgs[4].ID)
+	}
+
+	// The stream deleted, the journal holding every entry: a crash right
+	// after the copy's delete.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "jetstream")); err != nil {
+		t.Fatal(err)
+	}
+	l = openLogIn(t, dir)
+	if got := entries(t, l, 5); got[5] != string(msgs[4].Data) {
+		t.Fatalf("position 5 holds %q, want %q", got[5], msgs[4].Data)
+	}
+}
+
+// A stream that cannot be stored again position for position stays as it
+// was made, fsynced by the server message by message: one with a deleted
+// entry, and one holding an op_id twice (stored again inside the
+// duplicate window, the second would be answered with the first's
+// position). Nothing of a copy begun is left behind.
+func TestStreamThatCannotMoveStays(t *testing.T) {
+	t.Run("a deleted entry", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openOldStream(t, dir)
+		appendN(t, l, messages(3, "old"))
+		if err := l.stream.DeleteMsg(context.Background(), 2); err != nil {
+			t.Fatal(err)
+		}
+		l = reopen(t, l, dir)
+		if l.journal != nil || persistMode(t, l) != jetstream.DefaultPersistMode {
+			t.Fatal("a stream with a gap moved onto the journal")
+		}
+		if pos, err := l.Append(context.Background(), messages(1, "new")); err != nil || pos[0] != 4 {
+			t.Fatalf("append: %v %v, want position 4", pos, err)
+		}
+	})
+	t.Run("an op_id twice", func(t *testing.T) {
+		dir := t.TempDir()
+		l := openOldStream(t, dir)
+		appendN(t, l, messages(2, "old"))
+		// A window short enough to outlive: the same op_id is stored
+		// again once the server has forgotten it.
+		cfg := l.stream.CachedInfo().Config
+		cfg.Duplicates = 100 * time.Millisecond
+		if _, err := l.js.UpdateStream(context.Background(), cfg); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			pos, err := l.Append(context.Background(), []Message{{ID: "old-0", Data: []byte("twice")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pos[0] != 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the server never forgot the op_id")
+			}
+			time.Sleep(20 * time.Millisecond) // polling the server's window, with a deadline
+		}
+		last, err := l.Last(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyBegun(t, l, dir, 2)
+		l = reopen(t, l, dir)
+		if l.journal != nil || persistMode(t, l) != jetstream.DefaultPersistMode {
+			t.Fatal("a stream holding an op_id twice moved onto the journal")
+		}
+		if segs := segments(t, dir); len(segs) != 0 {
+			t.Fatalf("the copy begun was left behind: %v", segs)
+		}
+		if got := entries(t, l, int(last)); got[last] != "twice" {
+			t.Fatalf("position %d holds %q", last, got[last])
+		}
+	})
 }
 
 // Segments stop growing and stay while the log runs; the next open, once
@@ -245,7 +410,8 @@ func TestJournalSegmentsRetireAndGo(t *testing.T) {
 	if err := os.Truncate(segs[0], int64(segmentHead)); err != nil {
 		t.Fatal(err)
 	}
-	j, recs, err := openJournal(filepath.Join(dir, "journal"), 0)
+	var recs []journalRecord
+	j, err := openJournal(filepath.Join(dir, "journal"), 0, func(r journalRecord) error { recs = append(recs, r); return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
