@@ -69,9 +69,6 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 			f.stateless.ServeHTTP(w, r)
 			return
 		}
-		if r.Method == http.MethodGet && f.detachStream(w, r) {
-			return
-		}
 		f.stateful.ServeHTTP(w, r)
 		return
 	}

@@ -72,10 +72,6 @@ type operator struct {
 	tokenCount atomic.Int64
 	// sessions are the 2025 sessions, as the fast path needs them.
 	sessions *sessionTable
-	// streams counts the goroutines of the event streams served off the
-	// HTTP server (mcp_stream.go).
-	streams     sync.WaitGroup
-	streamsOpen atomic.Int64
 	// noFast leaves every call to the SDK: the path the fast path is
 	// tested against. fastCalls counts the calls the fast path answered.
 	noFast    atomic.Bool
@@ -119,7 +115,6 @@ func (f *operator) close() {
 	for ss := range f.server.Sessions() {
 		ss.Close()
 	}
-	f.waitStreams(drainWait)
 }
 
 // Handler is the operator surface.
