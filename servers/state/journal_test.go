@@ -331,14 +331,16 @@ func TestStreamThatCannotMoveStays(t *testing.T) {
 	t.Run("an op_id twice", func(t *testing.T) {
 		dir := t.TempDir()
 		l := openOldStream(t, dir)
-		appendN(t, l, messages(2, "old"))
 		// A window short enough to outlive: the same op_id is stored
-		// again once the server has forgotten it.
+		// again once the server has forgotten it. (Set before anything
+		// is stored: the server applies a new window to ids it already
+		// holds only after rescheduling their expiry by the old one.)
 		cfg := l.stream.CachedInfo().Config
 		cfg.Duplicates = 100 * time.Millisecond
 		if _, err := l.js.UpdateStream(context.Background(), cfg); err != nil {
 			t.Fatal(err)
 		}
+		appendN(t, l, messages(2, "old"))
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			pos, err := l.Append(context.Background(), []Message{{ID: "old-0", Data: []byte("twice")}})
