@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -140,9 +142,13 @@ var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 16<<10
 func (l *httpLink) events(ctx context.Context, f *flight, body io.Reader, id string) (json.RawMessage, error) {
 	r := readers.Get().(*bufio.Reader)
 	r.Reset(body)
+	var resumed io.Closer // the body of the stream resumed last, if any
 	defer func() {
 		r.Reset(nil)
 		readers.Put(r)
+		if resumed != nil {
+			resumed.Close()
+		}
 	}()
 	var data []byte
 	size := 0 // bytes of the event being read, its field names included
@@ -150,6 +156,9 @@ func (l *httpLink) events(ctx context.Context, f *flight, body io.Reader, id str
 	// whose id could not be told either: if the stream ends without an
 	// answer, that was the answer.
 	var unreadable *UnreadableError
+	// rs is what a broken stream is resumed from: the last event's id and
+	// the wait the server asked for.
+	var rs resumption
 	for {
 		line, err := r.ReadSlice('\n')
 		size += len(line)
@@ -173,7 +182,20 @@ func (l *httpLink) events(ctx context.Context, f *flight, body io.Reader, id str
 			if unreadable != nil {
 				return nil, unreadable
 			}
-			return nil, errLinkBroken
+			// The stream broke before the answer: resume it after the
+			// last event read, as the SDK's client does (issue 25 defect
+			// 8), or give up where the server gave no event ids.
+			next, rerr := l.resume(ctx, &rs)
+			if rerr != nil {
+				return nil, rerr
+			}
+			if resumed != nil {
+				resumed.Close()
+			}
+			resumed = next
+			r.Reset(next)
+			data, size = nil, 0
+			continue
 		}
 		line = bytes.TrimRight(line, "\r\n")
 		if len(line) > 0 {
@@ -182,6 +204,12 @@ func (l *httpLink) events(ctx context.Context, f *flight, body io.Reader, id str
 					data = append(data, '\n')
 				}
 				data = append(data, bytes.TrimPrefix(v, []byte(" "))...)
+			} else if v, ok := bytes.CutPrefix(line, []byte("id:")); ok {
+				rs.lastID = string(bytes.TrimPrefix(v, []byte(" ")))
+			} else if v, ok := bytes.CutPrefix(line, []byte("retry:")); ok {
+				if ms, err := strconv.Atoi(string(bytes.TrimPrefix(v, []byte(" ")))); err == nil && ms >= 0 {
+					rs.retry = time.Duration(ms) * time.Millisecond
+				}
 			}
 			continue
 		}
@@ -199,6 +227,89 @@ func (l *httpLink) events(ctx context.Context, f *flight, body io.Reader, id str
 			unreadable, _ = err.(*UnreadableError)
 		}
 	}
+}
+
+// resumption is where a call's broken stream stands: the last event id
+// read, the wait the server asked for, and the tries made since the last
+// id moved.
+type resumption struct {
+	lastID   string
+	retry    time.Duration
+	progress string // lastID when tries was last reset
+	tries    int
+}
+
+// maxResumes bounds the tries to resume a stream that makes no progress,
+// as the SDK's client bounds its reconnections (5 by default).
+const maxResumes = 5
+
+// resume asks the server to go on with a call's broken stream after its
+// last event (a GET with Last-Event-ID, as the streamable HTTP transport
+// says), waiting first as the server asked, else on a growing backoff.
+// Without an event id nothing can be resumed, and a call whose stream
+// keeps breaking without progress is given up: the link broke.
+func (l *httpLink) resume(ctx context.Context, rs *resumption) (io.ReadCloser, error) {
+	if rs.lastID == "" {
+		return nil, errLinkBroken
+	}
+	if rs.lastID != rs.progress {
+		rs.progress, rs.tries = rs.lastID, 0
+	}
+	for rs.tries < maxResumes {
+		rs.tries++
+		wait := rs.retry
+		if wait == 0 {
+			wait = resumeBackoff(rs.tries)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.url, nil)
+		if err != nil {
+			return nil, err
+		}
+		h := req.Header
+		h["Accept"] = []string{"text/event-stream"}
+		h["Mcp-Protocol-Version"] = []string{l.version}
+		h["Last-Event-Id"] = []string{rs.lastID}
+		if l.session != "" {
+			h["Mcp-Session-Id"] = []string{l.session}
+		}
+		resp, err := l.client.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+		switch {
+		case resp.StatusCode == http.StatusNotFound && l.session != "":
+			resp.Body.Close()
+			return nil, errSessionGone
+		case resp.StatusCode != http.StatusOK || ct != "text/event-stream":
+			resp.Body.Close()
+			continue
+		}
+		return resp.Body, nil
+	}
+	return nil, errLinkBroken
+}
+
+// resumeBackoff is the wait before a stream's nth try to resume: a second,
+// growing by half each try up to 30 s, with jitter, as the SDK's client
+// waits.
+func resumeBackoff(n int) time.Duration {
+	d := time.Second
+	for range n - 1 {
+		d += d / 2
+	}
+	d = min(d, 30*time.Second)
+	return d + rand.N(d)
 }
 
 // message handles one message of a call's stream; done when it is the
