@@ -227,11 +227,14 @@ func TestClassOfIgnoresUnclassedAndUnknown(t *testing.T) {
 	if _, ok := ClassOf(&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "boom"}}}); ok {
 		t.Error("a third-party failure was given a class")
 	}
-	if _, ok := ClassOf(&mcp.CallToolResult{IsError: true, StructuredContent: map[string]any{"class": "made_up"}}); ok {
+	if _, ok := ClassOf(&mcp.CallToolResult{IsError: true, Meta: mcp.Meta{MetaRefusal: "made_up"}}); ok {
 		t.Error("an unregistered class was read")
 	}
-	if c, ok := ClassOf(&mcp.CallToolResult{IsError: true, StructuredContent: map[string]any{"class": "conflict"}}); !ok || c != authority.Conflict {
-		t.Error("class in structured content not read")
+	// Issue 25 defect 6, REF-6: a class is the hub's only where the hub's
+	// marker says so. Structured content is the tool's to write, and a
+	// third-party server copying the refusal shape is not classed.
+	if _, ok := ClassOf(&mcp.CallToolResult{IsError: true, StructuredContent: map[string]any{"class": "conflict"}}); ok {
+		t.Error("a class read off structured content alone, which any server can write")
 	}
 	if _, ok := ClassOf(Refused(authority.Refuse(authority.Exists, "x"))); !ok {
 		t.Error("kit refusal not read")

@@ -1,8 +1,6 @@
 package servers
 
 import (
-	"encoding/json"
-
 	"github.com/crewlet/hub/authority"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -26,8 +24,11 @@ func Refused(r *authority.Refusal) *mcp.CallToolResult {
 	}
 }
 
-// ClassOf reads the refusal class off a tool result, from its metadata or its
-// structured content. ok is false for a success and for a failure that carries
+// ClassOf reads the refusal class off a tool result, from the hub's marker
+// in its metadata alone: structured content is the tool's to write, and a
+// third-party server that copies the refusal shape must not be taken for
+// the hub (issue 25 defect 6; the sanitiser renames an upstream's own
+// crewlet/ keys). ok is false for a success and for a failure that carries
 // no class, which is what a third-party server's own failure looks like
 // (REF-6): the hub never guesses a class from prose it did not write.
 func ClassOf(res *mcp.CallToolResult) (authority.Class, bool) {
@@ -39,20 +40,5 @@ func ClassOf(res *mcp.CallToolResult) (authority.Class, bool) {
 			return authority.Class(s), true
 		}
 	}
-	var body refusalBody
-	switch sc := res.StructuredContent.(type) {
-	case nil:
-		return "", false
-	case refusalBody:
-		body = sc
-	default:
-		b, err := json.Marshal(sc)
-		if err != nil || json.Unmarshal(b, &body) != nil {
-			return "", false
-		}
-	}
-	if _, known := authority.Lookup(string(body.Class)); !known {
-		return "", false
-	}
-	return body.Class, true
+	return "", false
 }
