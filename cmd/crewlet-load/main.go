@@ -27,7 +27,8 @@ const usage = `usage:
                    [--rounds 1] [--hub-env K=V]... [--max-calls N] [--profile DIR] [--keep]
   crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s] [--call-timeout 30s] [--keep]
   crewlet-load echo-server (--stdio | --http ADDR)
-  crewlet-load relay --to URL [--listen ADDR]`
+  crewlet-load relay --to URL [--listen ADDR]
+  crewlet-load sdk-proxy --to URL [--listen ADDR]`
 
 func main() {
 	if len(os.Args) < 2 {
@@ -47,6 +48,8 @@ func main() {
 		err = echoServer(ctx, os.Args[2:])
 	case "relay":
 		err = relayServer(ctx, os.Args[2:])
+	case "sdk-proxy":
+		err = sdkProxyServer(ctx, os.Args[2:])
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		stop()

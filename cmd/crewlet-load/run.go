@@ -168,6 +168,16 @@ func run(ctx context.Context, args []string) (err error) {
 		defer relay.stop(5 * time.Second)
 		relayURL, relayPID = "http://"+relayAddr+"/mcp", relay.cmd.Process.Pid
 	}
+	// So is the plain go-sdk proxy, the MCP gateway the SDK alone makes.
+	proxyURL, proxyPID := "", 0
+	if sections[secForward] {
+		proxy, proxyAddr, err := startServer("sdk proxy", self, "sdk-proxy", "--listen", "127.0.0.1:0", "--to", echoURL)
+		if err != nil {
+			return err
+		}
+		defer proxy.stop(5 * time.Second)
+		proxyURL, proxyPID = "http://"+proxyAddr+"/mcp", proxy.cmd.Process.Pid
+	}
 
 	token := os.Getenv(tokenVar)
 	if token == "" {
@@ -254,6 +264,7 @@ func run(ctx context.Context, args []string) (err error) {
 				{path: "direct http", rev: rev, url: echoURL, tool: echoTool, direct: true, baseline: "http", cpu: cpuRoles{upstream: echoPID}},
 				hubTarget("hub -> http", rev, hubHTTPTool, echoPID),
 				{path: "relay -> http", rev: rev, url: relayURL, tool: echoTool, baseline: "http", cpu: cpuRoles{hub: relayPID, upstream: echoPID}},
+				{path: "sdk proxy -> http", rev: rev, url: proxyURL, tool: echoTool, baseline: "http", cpu: cpuRoles{hub: proxyPID, upstream: echoPID}},
 				hubTarget("hub -> stdio", rev, hubStdioTool, stdioChild),
 			}
 			if rev == rev2025 {
