@@ -158,7 +158,13 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		// SDK's client decodes a result, failing as it fails.
 		res = new(mcp.CallToolResult)
 		if derr := json.Unmarshal(raw, res); derr != nil {
-			err = fmt.Errorf("decoding the result: %w", derr)
+			// Issue 25 defect 5: the server answered, with a result no
+			// client can read (a member of the wrong type): its failure,
+			// never a condition a retry clears.
+			r.log.WarnContext(ctx, "server_answer_unreadable", "tool", name, "source", string(e.Source), "reason", derr.Error())
+			unreadable := &upstream.UnreadableError{Server: strings.TrimPrefix(string(e.Source), "mcp:"),
+				Why: "a result whose members are not of the types the protocol gives them"}
+			return answer{res: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: unreadable.Error()}}}}, e.Source
 		}
 	}
 	if err != nil {

@@ -170,7 +170,9 @@ func (s *Sanitizer) metaOnePass(raw []byte, set *secretSet, top bool) ([]byte, e
 	out := []byte{'{'}
 	n := 0
 	err := rawjson.Members(raw, func(key, keyRaw, val []byte) error {
-		if bytes.HasPrefix(key, []byte("io.modelcontextprotocol/")) {
+		// Only the result's own _meta describes the hop; a content
+		// item's keeps every key, as the full path keeps it.
+		if top && bytes.HasPrefix(key, []byte("io.modelcontextprotocol/")) {
 			return nil
 		}
 		k, err := s.sanitizeJSON(keyRaw, set, nil)
