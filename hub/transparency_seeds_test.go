@@ -1,0 +1,186 @@
+package hub
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// The inputs FuzzTransparency replays: its seeds, and the corpus under
+// testdata/fuzz/FuzzTransparency that TestGenerateTransparencyCorpus
+// writes when asked (-transparency.gen). Both are found the same way: the
+// tail of an input is drawn from a fixed random source until the answer
+// deriveScript makes of it is of the kind wanted, so each kind is there
+// whatever the generator's choices, and the same kinds come out every time.
+
+var genCorpus = flag.Bool("transparency.gen", false, "write FuzzTransparency's corpus under testdata/fuzz/FuzzTransparency")
+
+// seedKind is a kind of answer the replayed inputs must hold: the input's
+// first byte (deriveScript's flags) and a test of the answer made.
+type seedKind struct {
+	name  string
+	flags byte
+	is    func(*script) bool
+}
+
+func bodyHas(subs ...string) func(*script) bool {
+	return func(sc *script) bool {
+		for _, s := range subs {
+			if !bytes.Contains(sc.body, []byte(s)) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func notesAtLeast(n int, also func(*script) bool) func(*script) bool {
+	return func(sc *script) bool { return len(sc.notes) >= n && also(sc) }
+}
+
+func deepAs(levels int) func(*script) bool {
+	return bodyHas(strings.Repeat("[", levels) + `"deep"` + "]")
+}
+
+// largeAs tests for a long text of at least size bytes.
+func largeAs(size int) func(*script) bool {
+	return func(sc *script) bool { return len(sc.body) >= size && len(sc.body) < 2*size+(64<<10) }
+}
+
+func collides(sc *script) bool {
+	v := &view{Result: map[string]any{}}
+	if m, ok := canonical(sc.body).(map[string]any); ok {
+		v.Result = m
+	}
+	text := func(s string) (string, error) { return clean().Text(s) }
+	return errors.Is(textWalk(v.Result, text), errCollision)
+}
+
+// textOnly tests for a success of text items alone, several of them: the
+// answer the hub writes in one pass over the server's JSON.
+func textOnly(sc *script) bool {
+	m, ok := canonical(sc.body).(map[string]any)
+	items, _ := m["content"].([]any)
+	if !ok || len(items) < 2 || m["isError"] == true {
+		return false
+	}
+	for _, it := range items {
+		item, _ := it.(map[string]any)
+		if item["type"] != "text" || item["annotations"] != nil {
+			return false
+		}
+	}
+	return true
+}
+
+var seedKinds = []seedKind{
+	{"text items alone", 0x00, textOnly},
+	{"text items alone on a stream", 0x01, textOnly},
+	{"plain result", 0x00, bodyHas(`"content":[{`)},
+	{"text exactly method", 0x00, bodyHas(`"text":"method"`)},
+	{"every content type", 0x00, bodyHas(`"type":"text"`, `"type":"image"`, `"type":"audio"`, `"type":"resource_link"`, `"type":"resource"`)},
+	{"structured content with JSON-RPC keys", 0x00, bodyHas(`"structuredContent":{"`, `"method"`, `"id"`)},
+	{"hub meta keys", 0x00, bodyHas(`"_meta":{"crewlet/`)},
+	{"protocol meta keys", 0x00, bodyHas(`"_meta":{"io.modelcontextprotocol/`)},
+	{"secrets and escapes", 0x00, bodyHas("tr-secret-8c1f4e27d9", `\u001b[31m`)},
+	{"failed result", 0x00, bodyHas(`"isError":true`)},
+	{"content of the wrong type", 0x00, func(sc *script) bool {
+		return bytes.HasPrefix(sc.body, []byte(`{"content":`)) && !bytes.HasPrefix(sc.body, []byte(`{"content":[`))
+	}},
+	{"event-stream look-alike text", 0x00, bodyHas(`data: {\"jsonrpc\"`)},
+	{"keys colliding once clean", 0x00, collides},
+	{"event stream with notes", 0x01, notesAtLeast(2, bodyHas(`"content":[{`))},
+	{"event stream with three notes", 0x01, notesAtLeast(3, bodyHas(`"content"`))},
+	{"JSON-RPC error", 0x06, bodyHas(`"code":`, `"data":`)},
+	{"JSON-RPC error on a stream", 0x07, notesAtLeast(1, bodyHas(`"code":`))},
+	{"invalid UTF-8", 0x18, func(sc *script) bool { return !utf8.Valid(sc.body) }},
+	{"invalid UTF-8 in a note", 0x19, func(sc *script) bool {
+		for _, n := range sc.notes {
+			if !utf8.Valid(n.params) {
+				return utf8.Valid(sc.body)
+			}
+		}
+		return false
+	}},
+	{"a NUL in a text", 0x60, bodyHas(`\u0000nul`)},
+	{"a NUL in a note", 0x61, func(sc *script) bool {
+		for _, n := range sc.notes {
+			if bytes.Contains(n.params, []byte(`\u0000nul`)) {
+				return !bytes.Contains(sc.body, []byte(`\u0000nul`))
+			}
+		}
+		return false
+	}},
+	{"nested 500 levels", 0x20, deepAs(500)},
+	{"nested 998 levels, the deepest read", 0x20, deepAs(998)},
+	{"nested 999 levels, one past", 0x20, deepAs(999)},
+	{"nested 1,500 levels", 0x21, deepAs(1500)},
+	{"64 KiB text", 0x40, largeAs(64 << 10)},
+	{"1 MiB text", 0x41, largeAs(1 << 20)},
+}
+
+// findInput draws tails for kind from src until one makes an answer of
+// that kind.
+func findInput(tb testing.TB, kind seedKind, src *rand.Rand) []byte {
+	for range 200000 {
+		in := make([]byte, 1+src.IntN(400))
+		in[0] = kind.flags
+		for i := 1; i < len(in); i++ {
+			in[i] = byte(src.UintN(256))
+		}
+		if kind.is(deriveScript(in)) {
+			return in
+		}
+	}
+	tb.Fatalf("no input of the kind %q found", kind.name)
+	return nil
+}
+
+// transparencySeeds are one input of each kind.
+func transparencySeeds(tb testing.TB) [][]byte {
+	src := rand.New(rand.NewPCG(25, 2))
+	var out [][]byte
+	for _, k := range seedKinds {
+		out = append(out, findInput(tb, k, src))
+	}
+	return out
+}
+
+// TestGenerateTransparencyCorpus writes FuzzTransparency's corpus: one
+// more input of each kind (but the slowest, the 1 MiB text), drawn from
+// another random source than the seeds', in Go's corpus file format. It
+// runs only when asked.
+func TestGenerateTransparencyCorpus(t *testing.T) {
+	if !*genCorpus {
+		return
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzTransparency")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src := rand.New(rand.NewPCG(25, 3))
+	for round := range 1 {
+		for _, k := range seedKinds {
+			if k.name == "1 MiB text" {
+				continue
+			}
+			in := findInput(t, k, src)
+			sum := sha256.Sum256(in)
+			name := filepath.Join(dir, hex.EncodeToString(sum[:])[:16])
+			body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", in)
+			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("round %d: %s: %s", round, k.name, name)
+		}
+	}
+}
