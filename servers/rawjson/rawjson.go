@@ -54,6 +54,14 @@ func Value(in []byte, i int, visit func(String) error) (int, error) {
 	return r.value(i)
 }
 
+// item reads a member or element of a container at raw's top level: one
+// level deeper than the container, so the whole of raw is held to
+// MaxDepth, as the SDK's decoder holds a message.
+func item(raw []byte, i int) (int, error) {
+	r := reader{in: raw, depth: 1}
+	return r.value(i)
+}
+
 // Whole checks that in is one JSON value and nothing else but white space.
 func Whole(in []byte, visit func(String) error) error {
 	end, err := Value(in, WS(in, 0), visit)
@@ -408,7 +416,7 @@ func Members(raw []byte, fn func(key, keyRaw, val []byte) error) error {
 			return ErrSyntax
 		}
 		start := WS(raw, i+1)
-		stop, err := Value(raw, start, nil)
+		stop, err := item(raw, start)
 		if err != nil {
 			return err
 		}
@@ -430,7 +438,7 @@ func Elements(raw []byte, fn func(val []byte) error) error {
 		return err
 	}
 	for {
-		stop, err := Value(raw, i, nil)
+		stop, err := item(raw, i)
 		if err != nil {
 			return err
 		}

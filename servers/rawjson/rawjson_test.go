@@ -109,3 +109,24 @@ func TestMembersAllocatesNothing(t *testing.T) {
 		t.Errorf("Members allocated %.0f times a walk (saw %d keys); want none", allocs, seen)
 	}
 }
+
+// Members and Elements hold the whole container to MaxDepth, the
+// container's own level included, as the SDK's decoder holds a message:
+// a member one level short of the bound passes, one at it does not (issue
+// 25: the hub forwarded a message its own client then refused).
+func TestContainersHoldTheirItemsToMaxDepth(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	noop := func(_, _, _ []byte) error { return nil }
+	if err := Members([]byte(`{"a":`+nest(MaxDepth-1)+`}`), noop); err != nil {
+		t.Errorf("an object %d deep refused: %v", MaxDepth, err)
+	}
+	if err := Members([]byte(`{"a":`+nest(MaxDepth)+`}`), noop); err == nil {
+		t.Errorf("an object %d deep taken", MaxDepth+1)
+	}
+	if err := Elements([]byte(`[`+nest(MaxDepth-1)+`]`), func([]byte) error { return nil }); err != nil {
+		t.Errorf("an array %d deep refused: %v", MaxDepth, err)
+	}
+	if err := Elements([]byte(`[`+nest(MaxDepth)+`]`), func([]byte) error { return nil }); err == nil {
+		t.Errorf("an array %d deep taken", MaxDepth+1)
+	}
+}
