@@ -105,7 +105,10 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 	var raw json.RawMessage
 	var res *mcp.CallToolResult
 	var err error
-	if rb, ok := e.backend.(rawBackend); ok && onePass {
+	// A backend that can answer the JSON its server wrote always does, on
+	// every route: one link carries a third-party call whoever asked, and
+	// what the one pass does not take is decoded below, once.
+	if rb, ok := e.backend.(rawBackend); ok {
 		raw, res, err = rb.CallRaw(callCtx, caller, e.upstream, args)
 	} else {
 		res, err = e.backend.Call(callCtx, caller, e.upstream, args)
@@ -150,12 +153,15 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			"The call to %q was cancelled by its caller before an answer came back.", name)), e.Source
 	}
 	if err == nil && raw != nil {
-		if op, ok := r.clean.ResultOnePass(raw, nil); ok {
-			r.called(ctx, name, e.Source, caller, start, false, "")
-			return answer{onePass: &op}, e.Source
+		if onePass {
+			if op, ok := r.clean.ResultOnePass(raw, nil); ok {
+				r.called(ctx, name, e.Source, caller, start, false, "")
+				return answer{onePass: &op}, e.Source
+			}
 		}
-		// What the one pass leaves to the full path is decoded as the
-		// SDK's client decodes a result, failing as it fails.
+		// What the one pass leaves, and every answer of a caller that
+		// takes a decoded result, is decoded as the SDK's client decodes a
+		// result, failing as it fails.
 		res = new(mcp.CallToolResult)
 		if derr := json.Unmarshal(raw, res); derr != nil {
 			// Issue 25 defect 5: the server answered, with a result no
