@@ -206,18 +206,8 @@ func (w *walker) content(i int, c mcp.Content) (mcp.Content, error) {
 		where := fmt.Sprintf("embedded resource content item %d", i)
 		n := *c
 		n.Annotations = copyAnnotations(c.Annotations)
-		if c.Resource != nil {
-			// Blob is binary by type and passes; Text is text.
-			res := *c.Resource
-			if err := w.texts(where, []textField{
-				{"the text", &res.Text}, {"the URI", &res.URI}, {"the MIME type", &res.MIMEType},
-			}); err != nil {
-				return nil, err
-			}
-			if res.Meta, err = w.meta("the resource _meta of "+where, c.Resource.Meta); err != nil {
-				return nil, err
-			}
-			n.Resource = &res
+		if n.Resource, err = w.resource(where, "the resource _meta of "+where, c.Resource); err != nil {
+			return nil, err
 		}
 		if n.Meta, err = w.meta("the _meta of "+where, c.Meta); err != nil {
 			return nil, err
@@ -227,6 +217,27 @@ func (w *walker) content(i int, c mcp.Content) (mcp.Content, error) {
 		// Passing on what cannot be checked would defeat the point.
 		return nil, fmt.Errorf("the tool's result held content item %d of type %T, which the hub cannot check for control characters and secrets; only text, image, audio, resource link and embedded resource content can be passed on", i, c)
 	}
+}
+
+// resource sanitises one resource's contents, embedded in a result or
+// answered to a read (ReadResource): one rule, so a resource reads the same
+// either way. Its text, URI and MIME type are text; its blob is binary by
+// type and passes as it came. where names it, metaWhere its _meta.
+func (w *walker) resource(where, metaWhere string, r *mcp.ResourceContents) (*mcp.ResourceContents, error) {
+	if r == nil {
+		return nil, nil
+	}
+	res := *r
+	if err := w.texts(where, []textField{
+		{"the text", &res.Text}, {"the URI", &res.URI}, {"the MIME type", &res.MIMEType},
+	}); err != nil {
+		return nil, err
+	}
+	var err error
+	if res.Meta, err = w.meta(metaWhere, r.Meta); err != nil {
+		return nil, err
+	}
+	return &res, nil
 }
 
 // meta sanitises a _meta map. The top-level map is always a new one, so
