@@ -122,7 +122,17 @@ func (r *wireRecorder) take() string {
 
 func leakyHub(t *testing.T) *testHub {
 	t.Helper()
-	th := newTestHub(t, withServers(t, fmt.Sprintf(`{name: leaky, url: %q, headers: {X-Api-Key: "${UP_KEY}"}}`, leakyUpstream(t))),
+	th := keyedHub(t, "leaky", leakyUpstream(t))
+	waitTool(t, th, "chatty", "asks", "impostor", "vouched")
+	return th
+}
+
+// keyedHub serves a hub whose one MCP server, name at url, is sent upKey
+// as its ${UP_KEY} API key header: a configured secret, which the hub must
+// never pass on.
+func keyedHub(t *testing.T, name, url string) *testHub {
+	t.Helper()
+	return newTestHub(t, withServers(t, fmt.Sprintf(`{name: %s, url: %q, headers: {X-Api-Key: "${UP_KEY}"}}`, name, url)),
 		func(o *Options) {
 			env := o.Env
 			o.Env = func(k string) (string, bool) {
@@ -132,8 +142,6 @@ func leakyHub(t *testing.T) *testHub {
 				return env(k)
 			}
 		})
-	waitTool(t, th, "chatty", "asks", "impostor", "vouched")
-	return th
 }
 
 // OUT-1, issue 25 defect 2: what an upstream sends a client while serving

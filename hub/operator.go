@@ -96,10 +96,6 @@ func (f *operator) featuresChanged(server string, feats upstream.Features, inst 
 
 func (f *operator) serverUp(server string, inst *upstream.Instance) { f.resubscribe(server, inst) }
 
-func (f *operator) resourceUpdated(ctx context.Context, p *mcp.ResourceUpdatedNotificationParams) {
-	_ = f.server.ResourceUpdated(ctx, p)
-}
-
 // drainWait bounds how long close lets calls that were just cut answer
 // before their sessions end.
 const drainWait = 2 * time.Second

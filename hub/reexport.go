@@ -14,9 +14,12 @@ import (
 )
 
 // Beside tools, an upstream server's resources, resource templates and
-// prompts are re-exported as they are, and completion and subscription
-// requests are forwarded to the server that owns what they name, so a client
-// of the hub sees what it would see talking to the server directly.
+// prompts are re-exported, and completion and subscription requests are
+// forwarded to the server that owns what they name, so a client of the hub
+// sees what it would see talking to the server directly, but for what the
+// hub's sanitiser takes out (OUT-1): a server's listing, read, prompt,
+// completion and update reach the client as surely as a tool's result, and
+// pass the same rules (issue 25).
 
 // owners says which upstream server owns each re-exported item.
 type owners struct {
@@ -35,6 +38,7 @@ func newOwners() *owners {
 // item another server already offers under the same key is left to that
 // server and logged, never shadowed.
 func (f *operator) mirrorFeatures(server string, feats upstream.Features, inst func() *upstream.Instance) {
+	feats = f.cleanFeatures(server, feats)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	o := f.owned
@@ -78,7 +82,8 @@ func (f *operator) mirrorFeatures(server string, feats upstream.Features, inst f
 		if err != nil {
 			return nil, err
 		}
-		return in.ReadResource(ctx, req.Params)
+		res, err := in.ReadResource(ctx, hopParams(req.Params))
+		return passOn(f, server, "resources/read", res, err, f.router.clean.ReadResource)
 	}
 	for _, r := range feats.Resources {
 		if claim(o.resources, "resource", r.URI) {
@@ -97,7 +102,8 @@ func (f *operator) mirrorFeatures(server string, feats upstream.Features, inst f
 				if err != nil {
 					return nil, err
 				}
-				return in.GetPrompt(ctx, req.Params)
+				res, err := in.GetPrompt(ctx, hopParams(req.Params))
+				return passOn(f, server, "prompts/get", res, err, f.router.clean.GetPrompt)
 			})
 		}
 	}
@@ -119,22 +125,26 @@ func (f *operator) ownerOfURI(uri string) *upstream.Instance {
 func (f *operator) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	ref := req.Params.Ref
 	var in *upstream.Instance
+	var server string
 	switch {
 	case ref == nil:
 	case ref.Type == "ref/prompt":
 		f.mu.Lock()
 		if s, ok := f.owned.prompts[ref.Name]; ok {
-			in = f.owned.insts[s]()
+			in, server = f.owned.insts[s](), s
 		}
 		f.mu.Unlock()
 	case ref.Type == "ref/resource":
+		// A template by its own name, else whoever owns the URI.
 		f.mu.Lock()
-		if s, ok := f.owned.templates[ref.URI]; ok {
-			in = f.owned.insts[s]()
+		s, ok := f.owned.templates[ref.URI]
+		if !ok {
+			s = f.ownerLocked(ref.URI)
 		}
+		get := f.owned.insts[s]
 		f.mu.Unlock()
-		if in == nil {
-			in = f.ownerOfURI(ref.URI)
+		if get != nil {
+			in, server = get(), s
 		}
 	}
 	if in == nil {
@@ -142,7 +152,123 @@ func (f *operator) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp
 		// completions for a reference gives.
 		return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: []string{}}}, nil
 	}
-	return in.Complete(ctx, req.Params)
+	res, err := in.Complete(ctx, hopParams(req.Params))
+	return passOn(f, server, "completion/complete", res, err, f.router.clean.Complete)
+}
+
+// hopParams is a client's request params as the hub sends them on to the
+// server: without the _meta keys the protocol reserves
+// (io.modelcontextprotocol/...). They describe the client's hop, the
+// revision of a 2026-07-28 request among them, and the hub's own session
+// to the server speaks for its hop: a server on a session revision refuses
+// a request that names 2026-07-28. p is never changed.
+func hopParams[P any, PP interface {
+	*P
+	mcp.Params
+}](p PP) PP {
+	if p == nil {
+		return p
+	}
+	meta := p.GetMeta()
+	keep := make(map[string]any, len(meta))
+	for k, v := range meta {
+		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+			keep[k] = v
+		}
+	}
+	if len(keep) == len(meta) {
+		return p
+	}
+	c := PP(new(P))
+	*c = *p
+	if len(keep) == 0 {
+		keep = nil
+	}
+	c.SetMeta(keep)
+	return c
+}
+
+// resourceUpdated passes on a server's word that a resource changed. A
+// notification holding binary data is dropped and said in the log, as
+// cleanDownstream drops a log line.
+func (f *operator) resourceUpdated(ctx context.Context, p *mcp.ResourceUpdatedNotificationParams) {
+	clean, err := f.router.clean.ResourceUpdated(p)
+	if err != nil {
+		f.log.Warn("server_message_refused", "method", "notifications/resources/updated", "reason", err.Error())
+		return
+	}
+	_ = f.server.ResourceUpdated(ctx, clean)
+}
+
+// passOn is the one rule for what a client is handed of a server's answer
+// about one of its resources or prompts: the answer as clean (a method of
+// the hub's sanitiser) leaves it, or the server's failure as
+// sanitize.Error leaves it. An answer holding binary data is refused whole,
+// as a tool's result is, never repaired or passed on in part (OUT-1); it is
+// the server's failure, said in the log and to the client.
+func passOn[R any](f *operator, server, method string, res *R, err error, clean func(*R) (*R, error)) (*R, error) {
+	if err != nil {
+		return nil, f.router.clean.Error(err)
+	}
+	out, err := clean(res)
+	if err != nil {
+		f.log.Warn("server_answer_refused", "server", server, "method", method, "reason", err.Error())
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
+	}
+	return out, nil
+}
+
+// cleanFeatures is what the hub offers of what server lists, each item
+// sanitised (OUT-1). A client addresses an item by its URI, URI template or
+// name, and a prompt's arguments by theirs, and the hub forwards that
+// address to the server as the client wrote it. An item whose address the
+// sanitiser would change (it holds a secret, a control character) cannot
+// be offered: as written it leaks, as redacted it names nothing the server
+// knows. Such an item, and one holding binary data, is left out and said in
+// the log, by the address a client would have read.
+func (f *operator) cleanFeatures(server string, feats upstream.Features) upstream.Features {
+	s := f.router.clean
+	return upstream.Features{
+		Resources: keepClean(f, server, "resource", feats.Resources, s.Resource,
+			func(r *mcp.Resource) string { return r.URI }),
+		Templates: keepClean(f, server, "resource template", feats.Templates, s.ResourceTemplate,
+			func(t *mcp.ResourceTemplate) string { return t.URITemplate }),
+		Prompts: keepClean(f, server, "prompt", feats.Prompts, s.Prompt, promptAddress),
+	}
+}
+
+// promptAddress is every name a client addresses a prompt by: its own and
+// its arguments'. NUL joins them: no sanitised text holds one.
+func promptAddress(p *mcp.Prompt) string {
+	names := []string{p.Name}
+	for _, a := range p.Arguments {
+		if a != nil {
+			names = append(names, a.Name)
+		}
+	}
+	return strings.Join(names, "\x00")
+}
+
+// keepClean sanitises each item of one kind with clean and keeps those
+// whose address (addr) came through unchanged.
+func keepClean[T any](f *operator, server, kind string, items []*T, clean func(*T) (*T, error), addr func(*T) string) []*T {
+	var out []*T
+	for _, item := range items {
+		if item == nil {
+			continue
+		}
+		c, err := clean(item)
+		switch {
+		case err != nil:
+			f.log.Warn("mcp_server_feature_refused", "server", server, "kind", kind, "reason", err.Error())
+		case addr(c) != addr(item):
+			f.log.Warn("mcp_server_feature_refused", "server", server, "kind", kind, "key", addr(c),
+				"reason", "its address holds what the hub redacts or strips")
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // subscribe forwards a client's subscription. Clients of the hub share one
