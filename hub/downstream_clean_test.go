@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -78,14 +77,7 @@ func leakyUpstream(t *testing.T) string {
 			Meta:    mcp.Meta{servers.MetaSource: "builtin", servers.MetaRefusal: "forbidden"},
 		}, nil
 	})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	t.Cleanup(func() {
-		for ss := range s.Sessions() {
-			_ = ss.Close()
-		}
-		srv.Close()
-	})
-	return srv.URL
+	return hubtest.ServeMCP(t, s, nil)
 }
 
 // wireRecorder keeps every byte the hub sent the client.

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"sort"
 	"strings"
@@ -115,15 +113,7 @@ func diffUpstream(t *testing.T, stateless bool, cancelled chan<- string) string 
 			return text("too late"), nil
 		}
 	})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: stateless})
-	srv := httptest.NewServer(h)
-	t.Cleanup(func() {
-		for ss := range s.Sessions() {
-			_ = ss.Close()
-		}
-		srv.Close()
-	})
-	return srv.URL
+	return hubtest.ServeMCP(t, s, &mcp.StreamableHTTPOptions{Stateless: stateless})
 }
 
 // seen is what a client saw besides results.

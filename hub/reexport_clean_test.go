@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -78,14 +77,7 @@ func notesUpstream(t *testing.T) (url string, s *mcp.Server, subscribed <-chan s
 				{Role: "assistant", Content: &mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: notesURI, Text: leakTxt}}},
 			}}, nil
 		})
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	t.Cleanup(func() {
-		for ss := range s.Sessions() {
-			_ = ss.Close()
-		}
-		srv.Close()
-	})
-	return srv.URL, s, subs
+	return hubtest.ServeMCP(t, s, nil), s, subs
 }
 
 // waitFeatures waits until the hub offers the named prompt: an upstream's

@@ -102,12 +102,21 @@ func Upstream(t testing.TB, tools ...*mcp.Tool) string {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " " + string(req.Params.Arguments)}}}, nil
 		})
 	}
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	return ServeMCP(t, s, nil) + "/"
+}
+
+// ServeMCP serves s over streamable HTTP on a loopback port for the test's
+// life, with opts (nil: the SDK's defaults, sessions kept), and returns its
+// URL. Its sessions are closed before the server, so no stream holds the
+// server's close.
+func ServeMCP(t testing.TB, s *mcp.Server, opts *mcp.StreamableHTTPOptions) string {
+	t.Helper()
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, opts))
 	t.Cleanup(func() {
 		for ss := range s.Sessions() {
 			_ = ss.Close()
 		}
 		srv.Close()
 	})
-	return srv.URL + "/"
+	return srv.URL
 }
