@@ -30,6 +30,15 @@ const usage = `usage:
   crewlet-load relay --to URL [--listen ADDR]
   crewlet-load sdk-proxy --to URL [--listen ADDR]`
 
+// roles are the processes a run starts from this binary beside the hub:
+// the upstream it measures and the references it sets beside the hub. The
+// test binary plays them from this same table.
+var roles = map[string]func(context.Context, []string) error{
+	"echo-server": echoServer,
+	"relay":       relayServer,
+	"sdk-proxy":   sdkProxyServer,
+}
+
 func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, usage)
@@ -39,17 +48,13 @@ func main() {
 	// through its deferred cleanup instead of leaving children behind.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var err error
-	switch os.Args[1] {
-	case "run":
+	switch {
+	case os.Args[1] == "run":
 		err = run(ctx, os.Args[2:])
-	case "soak":
+	case os.Args[1] == "soak":
 		err = soak(ctx, os.Args[2:])
-	case "echo-server":
-		err = echoServer(ctx, os.Args[2:])
-	case "relay":
-		err = relayServer(ctx, os.Args[2:])
-	case "sdk-proxy":
-		err = sdkProxyServer(ctx, os.Args[2:])
+	case roles[os.Args[1]] != nil:
+		err = roles[os.Args[1]](ctx, os.Args[2:])
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		stop()

@@ -11,14 +11,13 @@ import (
 	"go.uber.org/goleak"
 )
 
-// The test binary also plays this command's echo-server and relay roles,
-// which is how a real run (TestRunMeasuresEveryPath) starts them: as the
-// HTTP echo server, as the hub's stdio child and as the reference relay, by
-// executing itself with the role as the first argument. Every goroutine a
+// The test binary also plays this command's roles (echo-server, relay,
+// sdk-proxy), which is how a real run (TestRunMeasuresEveryPath) starts
+// them: as the HTTP echo server, as the hub's stdio child and as the
+// references, by executing itself with the role as the first argument. Every goroutine a
 // test starts must be stopped by its owner before the tests end.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
-		roles := map[string]func(context.Context, []string) error{"echo-server": echoServer, "relay": relayServer}
 		if role, ok := roles[os.Args[1]]; ok {
 			// Stopped by a signal, as the real commands are.
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -208,12 +208,12 @@ func TestRunMeasuresEveryPath(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, printed)
 	}
-	rowRe := regexp.MustCompile(`(?m)^\s*(direct http|hub -> http|relay -> http|hub -> stdio|direct session|hub -> session|hub \w+)\s+(\d{4}-\d\d-\d\d)\s+(go-sdk|lean)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(\S+)`)
+	rowRe := regexp.MustCompile(`(?m)^\s*(direct http|hub -> http|relay -> http|sdk proxy -> http|hub -> stdio|direct session|hub -> session|hub \w+)\s+(\d{4}-\d\d-\d\d)\s+(go-sdk|lean)\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+(\d+)\s+(\S+)`)
 	rows := rowRe.FindAllStringSubmatch(string(printed), -1)
-	// Per client and concurrency: six echo rows on 2025-11-25 and four
-	// on 2026-07-28 (the relay's among them), two first-party reads on
-	// each; then a write and a list on each revision.
-	if want := 2 * (2*(6+4+2+2) + 4); len(rows) != want {
+	// Per client and concurrency: seven echo rows on 2025-11-25 and five
+	// on 2026-07-28 (the relay's and the sdk proxy's among them), two
+	// first-party reads on each; then a write and a list on each revision.
+	if want := 2 * (2*(7+5+2+2) + 4); len(rows) != want {
 		t.Fatalf("%d table rows, want %d:\n%s", len(rows), want, printed)
 	}
 	clients := map[string]int{}
