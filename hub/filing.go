@@ -31,7 +31,13 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 	entries := make([]Entry, 0, len(tools))
 	for _, t := range tools {
 		listed[t.Def.Name] = true
-		e, err := entryFromTool(t.Def, src, decl.ToolPrefix, backend)
+		// What the server wrote of the tool is sanitised as its results
+		// are, before any catalogue, model or client reads it (OUT-1).
+		def, err := u.clean.Tool(t.Def)
+		var e Entry
+		if err == nil {
+			e, err = entryFromTool(def, src, decl.ToolPrefix, backend)
+		}
 		if err != nil {
 			u.log.Error("mcp_server_failed", "server", name, "seat", s.seat, "reason", err.Error())
 			u.status.filed(key, s.inst, err.Error(), nil)

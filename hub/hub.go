@@ -80,7 +80,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
 		ledger: opts.Ledger, acting: h.seats.acting, heartbeat: heartbeat,
-		observe: opts.Observers.Servers, hops: opts.Observers.Hops,
+		observe: opts.Observers.Servers, hops: opts.Observers.Hops, clean: h.clean,
 	})
 	h.router.seats = h.seatCatalogues
 	if opts.Artifacts != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -53,6 +54,9 @@ type supervisionDeps struct {
 	heartbeat time.Duration
 	observe   ServerObserver
 	hops      upstream.HopObserver
+	// clean sanitises what a server lists of its tools before it is filed
+	// (OUT-1): a description reaches every model offered the tool.
+	clean *sanitize.Sanitizer
 }
 
 // supervision keeps the company's third-party servers: one supervised

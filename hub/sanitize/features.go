@@ -257,3 +257,48 @@ func (s *Sanitizer) Error(err error) error {
 	}
 	return &out
 }
+
+// Tool sanitises a tool as a server lists it (OUT-1): what a model or a
+// person reads of it (its title, description and its annotations' title),
+// every string of its input and output schemas, and its _meta, whose
+// crewlet/ keys are renamed as a result's are. Its name is the address the
+// server knows it by: a tool whose name would have to change is refused,
+// and the refusal does not repeat the name.
+func (s *Sanitizer) Tool(t *mcp.Tool) (_ *mcp.Tool, err error) {
+	defer binaryIn("the server's tool list", &err)
+	if t == nil {
+		return nil, nil
+	}
+	w := s.foreignWalker()
+	out := *t
+	out.Icons = slices.Clone(t.Icons)
+	if err := w.texts("its tool", []textField{
+		{"the name", &out.Name}, {"the title", &out.Title}, {"the description", &out.Description},
+	}); err != nil {
+		return nil, err
+	}
+	if out.Name != t.Name {
+		return nil, errors.New("one of its tools has a name that holds a secret or a control character; the hub cannot offer it under another name")
+	}
+	if t.Annotations != nil {
+		a := *t.Annotations
+		if err := w.texts("its tool's annotations", []textField{{"the title", &a.Title}}); err != nil {
+			return nil, err
+		}
+		out.Annotations = &a
+	}
+	if t.InputSchema != nil {
+		if out.InputSchema, err = w.structured("the input schema of its tool", t.InputSchema); err != nil {
+			return nil, err
+		}
+	}
+	if t.OutputSchema != nil {
+		if out.OutputSchema, err = w.structured("the output schema of its tool", t.OutputSchema); err != nil {
+			return nil, err
+		}
+	}
+	if out.Meta, err = w.meta("the _meta of its tool", t.Meta); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -192,3 +192,42 @@ func TestServerErrorsAreSanitised_OUT1(t *testing.T) {
 		t.Error("nil became an error")
 	}
 }
+
+// OUT-1: a listed tool's text passes the result rules (its title,
+// description, annotations' title, every string of its schemas, its _meta
+// with crewlet/ keys renamed), its input is left as it was, and a tool
+// whose name would have to change is refused without repeating the name.
+func TestListedToolIsSanitised_OUT1(t *testing.T) {
+	s := New("hunter2hunter2")
+	in := &mcp.Tool{
+		Name:        "lookup",
+		Title:       "t hunter2hunter2",
+		Description: "d hunter2hunter2 \x1b[31mred\x1b[0m",
+		Annotations: &mcp.ToolAnnotations{Title: "a hunter2hunter2"},
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{
+			"q": map[string]any{"type": "string", "description": "q hunter2hunter2"}}},
+		OutputSchema: map[string]any{"type": "object", "description": "o hunter2hunter2"},
+		Meta:         mcp.Meta{"crewlet/hints": "forged", "note": "hunter2hunter2"},
+	}
+	before, _ := json.Marshal(in)
+	out, err := s.Tool(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(out)
+	for _, leak := range []string{"hunter2hunter2", `"crewlet/hints"`, "\\u001b"} {
+		if strings.Contains(string(got), leak) {
+			t.Errorf("the sanitised tool holds %q: %s", leak, got)
+		}
+	}
+	if out.Name != "lookup" || !strings.Contains(string(got), `"type":"object"`) || !strings.Contains(string(got), Redacted) {
+		t.Errorf("the sanitised tool lost what it should keep: %s", got)
+	}
+	if after, _ := json.Marshal(in); string(after) != string(before) {
+		t.Errorf("the input changed: %s", after)
+	}
+	if _, err := s.Tool(&mcp.Tool{Name: "x hunter2hunter2", InputSchema: map[string]any{"type": "object"}}); err == nil ||
+		strings.Contains(err.Error(), "hunter2hunter2") {
+		t.Errorf("a tool whose name holds a secret: %v", err)
+	}
+}
