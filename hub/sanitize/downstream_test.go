@@ -11,38 +11,47 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// The fixtures of the tests that hold a server's messages and features to
+// the result rules: a text holding a configured secret, a credential
+// shape and a control character, what of it must never come out, and a
+// _meta that also holds a hub key.
+const (
+	dirtySecret = "hunter2hunter2"
+	dirtyText   = "see hunter2hunter2 token=abc \x1b[31mred\x1b[0m"
+)
+
+var dirtyLeaks = []string{dirtySecret, "token=abc", "\\u001b", "\x1b", `"crewlet/refusal"`}
+
+func dirtyMeta() mcp.Meta { return mcp.Meta{"crewlet/refusal": "forbidden", "note": dirtyText} }
+
 // OUT-1, issue 25 defect 2: what a third-party server sends a client while
 // serving a call passes the rules its result passes. Each case is a
 // message holding a configured secret, a credential shape, a control
 // character and a hub _meta key in every text field it has; sanitised, its
 // JSON holds none of them, and the protocol state it carries is kept.
 func TestServerMessagesAreSanitised_OUT1(t *testing.T) {
-	const dirty = "see hunter2hunter2 token=abc \x1b[31mred\x1b[0m"
-	leaks := []string{"hunter2hunter2", "token=abc", "\\u001b", "\x1b", `"crewlet/refusal"`}
-	meta := func() mcp.Meta { return mcp.Meta{"crewlet/refusal": "forbidden", "note": dirty} }
-	s := New("hunter2hunter2")
+	dirty, leaks, meta, s := dirtyText, dirtyLeaks, dirtyMeta, New(dirtySecret)
 	cases := []struct {
 		name string
-		run  func() (in, out any, err error)
+		// run builds the message and how to sanitise it, apart, so the
+		// input is recorded before the sanitiser sees it.
+		run  func() (in any, clean func() (any, error))
 		keep []string // what must pass as it came
 	}{
-		{"log message", func() (any, any, error) {
+		{"log message", func() (any, func() (any, error)) {
 			p := &mcp.LoggingMessageParams{Level: "warning", Logger: dirty, Meta: meta(),
 				Data: map[string]any{"said": dirty, "list": []any{dirty, 1.5}}}
-			out, err := s.LogMessage(p)
-			return p, out, err
+			return p, func() (any, error) { return s.LogMessage(p) }
 		}, []string{`"level":"warning"`, `1.5`}},
-		{"log message of a string", func() (any, any, error) {
+		{"log message of a string", func() (any, func() (any, error)) {
 			p := &mcp.LoggingMessageParams{Level: "info", Data: dirty}
-			out, err := s.LogMessage(p)
-			return p, out, err
+			return p, func() (any, error) { return s.LogMessage(p) }
 		}, []string{`"level":"info"`}},
-		{"progress", func() (any, any, error) {
+		{"progress", func() (any, func() (any, error)) {
 			p := &mcp.ProgressNotificationParams{ProgressToken: "tok-1", Progress: 1, Total: 3, Message: dirty, Meta: meta()}
-			out, err := s.Progress(p)
-			return p, out, err
+			return p, func() (any, error) { return s.Progress(p) }
 		}, []string{`"progressToken":"tok-1"`, `"total":3`}},
-		{"sampling request", func() (any, any, error) {
+		{"sampling request", func() (any, func() (any, error)) {
 			p := &mcp.CreateMessageParams{MaxTokens: 7, SystemPrompt: dirty, StopSequences: []string{dirty},
 				Metadata: map[string]any{"m": dirty}, Meta: meta(),
 				ModelPreferences: &mcp.ModelPreferences{Hints: []*mcp.ModelHint{{Name: dirty}}, SpeedPriority: 0.5},
@@ -53,30 +62,28 @@ func TestServerMessagesAreSanitised_OUT1(t *testing.T) {
 					{Role: "user", Content: &mcp.ToolResultContent{ToolUseID: "u1", Content: []mcp.Content{&mcp.TextContent{Text: dirty}},
 						StructuredContent: map[string]any{"r": dirty}}},
 				}}
-			out, err := s.CreateMessage(p)
-			return p, out, err
+			return p, func() (any, error) { return s.CreateMessage(p) }
 		}, []string{`"maxTokens":7`, `"speedPriority":0.5`, `"id":"u1"`, `"toolUseId":"u1"`,
 			// Image data is binary by type: its base64 passes as it came.
 			`"data":"aHVudGVyMmh1bnRlcjI="`}},
-		{"elicitation request", func() (any, any, error) {
+		{"elicitation request", func() (any, func() (any, error)) {
 			p := &mcp.ElicitParams{Mode: "form", Message: dirty, Meta: meta(), RequestedSchema: map[string]any{
 				"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string", "description": dirty}}}}
-			out, err := s.Elicit(p)
-			return p, out, err
+			return p, func() (any, error) { return s.Elicit(p) }
 		}, []string{`"mode":"form"`, `"type":"string"`}},
-		{"url elicitation", func() (any, any, error) {
+		{"url elicitation", func() (any, func() (any, error)) {
 			p := &mcp.ElicitParams{Mode: "url", Message: dirty, URL: "https://example.com/x?token=abc", ElicitationID: "e-1"}
-			out, err := s.Elicit(p)
-			return p, out, err
+			return p, func() (any, error) { return s.Elicit(p) }
 		}, []string{`"elicitationId":"e-1"`, `"url":"https://example.com/x?`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			in, out, err := c.run()
+			in, clean := c.run()
+			before, _ := json.Marshal(in)
+			out, err := clean()
 			if err != nil {
 				t.Fatal(err)
 			}
-			before, _ := json.Marshal(in)
 			got, _ := json.Marshal(out)
 			for _, leak := range leaks {
 				if strings.Contains(string(got), leak) {

@@ -18,10 +18,7 @@ import (
 // field it has; sanitised, its JSON holds none of them, blobs and protocol
 // state pass as they came, and the input is not changed.
 func TestFeaturesAreSanitised_OUT1(t *testing.T) {
-	const dirty = "see hunter2hunter2 token=abc \x1b[31mred\x1b[0m"
-	leaks := []string{"hunter2hunter2", "token=abc", "\\u001b", "\x1b", `"crewlet/refusal"`}
-	meta := func() mcp.Meta { return mcp.Meta{"crewlet/refusal": "forbidden", "note": dirty} }
-	s := New("hunter2hunter2")
+	dirty, leaks, meta, s := dirtyText, dirtyLeaks, dirtyMeta, New(dirtySecret)
 	cases := []struct {
 		name string
 		in   any
