@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -264,7 +263,7 @@ func Run(ctx context.Context, o Options) error {
 	if fleet != nil {
 		fleetNote = fmt.Sprintf("%s (%d copies of the log)", o.Fleet.Cluster.Node, fleet.js.Replicas())
 	}
-	banner(o.Stdout, baseAddr, src.tokenNote(), fleetNote)
+	banner(o.Stdout, addr, baseAddr, src.tokenNote(), fleetNote)
 
 	for {
 		select {
@@ -301,8 +300,8 @@ func Run(ctx context.Context, o Options) error {
 
 // banner says where the hub is and where its token is, never the token.
 // The endpoint line is printed last: scripts wait for it.
-func banner(w io.Writer, base, tokenNote, fleetNote string) {
-	fmt.Fprintf(w, "Crewlet hub %s listening on %s\n", hub.Version, strings.TrimPrefix(strings.TrimPrefix(base, "http://"), "https://"))
+func banner(w io.Writer, addr, base, tokenNote, fleetNote string) {
+	fmt.Fprintf(w, "Crewlet hub %s listening on %s\n", hub.Version, addr)
 	if tokenNote != "" {
 		fmt.Fprintf(w, "  operator token: %s (send it as Authorization: Bearer <token>)\n", tokenNote)
 	}
