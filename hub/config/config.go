@@ -252,7 +252,7 @@ func Parse(data []byte) (*Company, error) {
 			// Keep going: the rest of the document decoded, and its rule
 			// violations belong in the same report.
 			for _, e := range te.Errors {
-				out = append(out, e)
+				out = append(out, unknownKey(e))
 			}
 		case err.Error() == "EOF":
 			// No document at all: see below.

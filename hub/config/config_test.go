@@ -12,7 +12,12 @@ import (
 
 // TestCheckData runs every document under testdata/check: each "# want:"
 // line must appear in the report, and the report must hold nothing else, so
-// every violation of a document is reported at once and only once.
+// every violation of a document is reported at once and only once. A
+// document without violations is then resolved against the variables its
+// "# env: NAME=value" lines set (and nothing else): each "# unset:" line
+// must be among the references left unresolved, and they must be all of
+// them, so what `config check` and `serve` say of a machine is tested row by
+// row too.
 func TestCheckData(t *testing.T) {
 	files, _ := filepath.Glob("testdata/check/*.yaml")
 	if len(files) == 0 {
@@ -24,20 +29,32 @@ func TestCheckData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var wants []string
+			var wants, unsets []string
+			env := map[string]string{}
 			for _, line := range strings.Split(string(data), "\n") {
 				if w, ok := strings.CutPrefix(line, "# want: "); ok {
 					wants = append(wants, w)
 				}
+				if u, ok := strings.CutPrefix(line, "# unset: "); ok {
+					unsets = append(unsets, u)
+				}
+				if kv, ok := strings.CutPrefix(line, "# env: "); ok {
+					k, v, _ := strings.Cut(kv, "=")
+					env[k] = v
+				}
 			}
-			_, err = Parse(data)
-			var v Violations
+			c, err := Parse(data)
 			if len(wants) == 0 {
 				if err != nil {
 					t.Fatalf("unexpected violations: %v", err)
 				}
+				checkUnsets(t, c.Unsets(func(k string) (string, bool) { v, ok := env[k]; return v, ok }), unsets)
 				return
 			}
+			if len(unsets) > 0 {
+				t.Fatal("a document with violations is never resolved: its # unset: lines test nothing")
+			}
+			var v Violations
 			if !errors.As(err, &v) {
 				t.Fatalf("want violations, got %v", err)
 			}
@@ -56,6 +73,23 @@ func TestCheckData(t *testing.T) {
 				t.Errorf("got %d violations, want %d:\n%v", len(v), len(wants), err)
 			}
 		})
+	}
+}
+
+func checkUnsets(t *testing.T, got []Unset, wants []string) {
+	t.Helper()
+	var lines []string
+	for _, u := range got {
+		lines = append(lines, u.String())
+	}
+	report := strings.Join(lines, "\n")
+	for _, w := range wants {
+		if !strings.Contains(report, w) {
+			t.Errorf("missing unresolved reference %q in:\n%s", w, report)
+		}
+	}
+	if len(got) != len(wants) {
+		t.Errorf("got %d unresolved references, want %d:\n%s", len(got), len(wants), report)
 	}
 }
 
