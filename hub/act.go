@@ -184,8 +184,14 @@ func (f *operator) serveAct(w http.ResponseWriter, r *http.Request) {
 	f.inflight.Add(1)
 	defer f.inflight.Add(-1)
 	ctx := withCallHeader(r.Context(), &mcp.RequestExtra{Header: r.Header})
-	res := f.router.CallForPerson(ctx, reg, caller, body.Tool, body.Arguments)
-	writeJSON(w, http.StatusOK, res)
+	a := f.router.callForPerson(ctx, reg, caller, body.Tool, body.Arguments)
+	if a.onePass != nil {
+		// The answer as the one pass wrote it, never decoded to be
+		// written again.
+		writeJSON(w, http.StatusOK, json.RawMessage(appendOnePass(nil, a.onePass, nil)))
+		return
+	}
+	writeJSON(w, http.StatusOK, a.res)
 }
 
 func upperFirst(s string) string {

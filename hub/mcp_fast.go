@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/rawjson"
 	"github.com/crewlet/hub/servers/upstream"
@@ -232,7 +233,7 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 	st := newFastStream(w)
 	down := &fastDown{f: f, st: st, token: c.token, sess: sess, level: c.logLevel, modern: modern, call: ctx}
 	ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, down))
-	a := f.router.callForPersonOnePass(ctx, CompanyRegistry(f.company), p.Caller(), c.name, c.args)
+	a := f.router.callForPerson(ctx, CompanyRegistry(f.company), p.Caller(), c.name, c.args)
 	msg, err := f.response(c.id, a, modern)
 	if err != nil {
 		f.log.Error("tool_answer_unwritable", "tool", c.name, "error", err.Error())
@@ -265,35 +266,12 @@ func (f *operator) response(id []byte, a answer, modern bool) ([]byte, error) {
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	if a.onePass != nil {
-		op := a.onePass
-		b = append(b, `{"content":`...)
-		b = append(b, op.Content...)
-		if op.Structured != nil {
-			b = append(b, `,"structuredContent":`...)
-			b = append(b, op.Structured...)
+		var info []byte
+		if modern {
+			info = f.serverInfo
 		}
-		switch {
-		case modern && op.Meta != nil:
-			// A non-empty object: its members, then the server's name.
-			m := bytes.TrimRight(op.Meta, " \t\r\n")
-			b = append(b, `,"_meta":`...)
-			b = append(b, m[:len(m)-1]...)
-			b = append(b, `,"`+mcp.MetaKeyServerInfo+`":`...)
-			b = append(b, f.serverInfo...)
-			b = append(b, '}')
-		case modern:
-			b = append(b, `,"_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
-			b = append(b, f.serverInfo...)
-			b = append(b, '}')
-		case op.Meta != nil:
-			b = append(b, `,"_meta":`...)
-			b = append(b, op.Meta...)
-		}
-		if op.Complete {
-			b = append(b, `,"resultType":"complete"`...)
-		}
-		b = append(b, "}}"...)
-		return b, nil
+		b = appendOnePass(b, a.onePass, info)
+		return append(b, '}'), nil
 	}
 	res := a.res
 	if modern {
@@ -313,6 +291,39 @@ func (f *operator) response(id []byte, a answer, modern bool) ([]byte, error) {
 	}
 	b = append(b, body...)
 	return append(b, '}'), nil
+}
+
+// appendOnePass appends a one-pass answer as a result object. serverInfo,
+// when set, is the hub's implementation, named in the result's _meta as the
+// SDK names it in a 2026-07-28 result.
+func appendOnePass(b []byte, op *sanitize.OnePass, serverInfo []byte) []byte {
+	b = append(b, `{"content":`...)
+	b = append(b, op.Content...)
+	if op.Structured != nil {
+		b = append(b, `,"structuredContent":`...)
+		b = append(b, op.Structured...)
+	}
+	switch {
+	case serverInfo != nil && op.Meta != nil:
+		// A non-empty object: its members, then the server's name.
+		m := bytes.TrimRight(op.Meta, " \t\r\n")
+		b = append(b, `,"_meta":`...)
+		b = append(b, m[:len(m)-1]...)
+		b = append(b, `,"`+mcp.MetaKeyServerInfo+`":`...)
+		b = append(b, serverInfo...)
+		b = append(b, '}')
+	case serverInfo != nil:
+		b = append(b, `,"_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
+		b = append(b, serverInfo...)
+		b = append(b, '}')
+	case op.Meta != nil:
+		b = append(b, `,"_meta":`...)
+		b = append(b, op.Meta...)
+	}
+	if op.Complete {
+		b = append(b, `,"resultType":"complete"`...)
+	}
+	return append(b, '}')
 }
 
 // fastStream is the event stream a fast call answers on: the SDK's framing,

@@ -38,35 +38,51 @@ type Router struct {
 // answer. It always answers a result: a refusal is a failed result carrying a
 // class (REF-1), never a protocol error.
 func (r *Router) Call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult {
-	a, _ := r.call(ctx, reg, caller, name, args, false)
-	return a.res
+	a, _ := r.call(ctx, reg, caller, name, args)
+	return r.decoded(ctx, name, a)
 }
 
 // CallForPerson is Call on a person's surface: failures that carry no class
 // are answered as internal_error (REF-6).
 func (r *Router) CallForPerson(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult {
-	a, src := r.call(ctx, reg, caller, name, args, false)
-	return forPerson(ctx, r.log, src, a.res)
+	return r.decoded(ctx, name, r.callForPerson(ctx, reg, caller, name, args))
 }
 
-// answer is what a routed call comes to: a result, or, when the caller can
-// write one, a success sanitised in one pass over the JSON its server
-// wrote (onePass set, res nil). Refusals and failures are always results.
+// answer is what a routed call comes to: a success sanitised in one pass
+// over the JSON its server wrote (onePass set, res nil), or a result the
+// hub wrote or had to decode (refusals and failures always are). A caller
+// that writes JSON writes either as it is; one that wants the SDK's types
+// decodes a one-pass answer once (decoded).
 type answer struct {
 	res     *mcp.CallToolResult
 	onePass *sanitize.OnePass
 }
 
-// callForPersonOnePass is CallForPerson for the operator front's fast
-// path: the same decisions, refusals and sanitising rules, but a success
-// is answered as JSON sanitised in one pass where it can be, never decoded
-// into the SDK's types and written again.
-func (r *Router) callForPersonOnePass(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) answer {
-	a, src := r.call(ctx, reg, caller, name, args, true)
+// callForPerson is the one route of a person's call, whichever surface
+// carries it (/operator/mcp, /operator/act): the decisions, refusals and
+// sanitising rules of call, and failures that carry no class answered as
+// internal_error (REF-6).
+func (r *Router) callForPerson(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) answer {
+	a, src := r.call(ctx, reg, caller, name, args)
 	if a.res != nil {
 		a.res = forPerson(ctx, r.log, src, a.res)
 	}
 	return a
+}
+
+// decoded is an answer as the SDK's result type. A one-pass answer is JSON
+// the SDK's client decodes (the sanitiser writes nothing else); one that
+// would not decode is the hub's fault, said as internal_error.
+func (r *Router) decoded(ctx context.Context, name string, a answer) *mcp.CallToolResult {
+	if a.onePass == nil {
+		return a.res
+	}
+	res := new(mcp.CallToolResult)
+	if err := json.Unmarshal(appendOnePass(nil, a.onePass, nil), res); err != nil {
+		r.log.ErrorContext(ctx, "tool_answer_undecodable", "tool", name, "error", err.Error())
+		return servers.Refused(authority.Internal())
+	}
+	return res
 }
 
 // rawBackend is a backend that can answer a call as the JSON text of its
@@ -76,7 +92,7 @@ type rawBackend interface {
 	CallRaw(ctx context.Context, caller authority.Caller, tool string, args json.RawMessage) (raw json.RawMessage, res *mcp.CallToolResult, err error)
 }
 
-func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage, onePass bool) (a answer, src Source) {
+func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller, name string, args json.RawMessage) (a answer, src Source) {
 	// A success answered in one pass has no decoded result: the observer
 	// is told of it as a success (res nil), as it is.
 	ctx, observed := r.observe.CallStarted(ctx, name)
@@ -153,15 +169,12 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			"The call to %q was cancelled by its caller before an answer came back.", name)), e.Source
 	}
 	if err == nil && raw != nil {
-		if onePass {
-			if op, ok := r.clean.ResultOnePass(raw, nil); ok {
-				r.called(ctx, name, e.Source, caller, start, false, "")
-				return answer{onePass: &op}, e.Source
-			}
+		if op, ok := r.clean.ResultOnePass(raw, nil); ok {
+			r.called(ctx, name, e.Source, caller, start, false, "")
+			return answer{onePass: &op}, e.Source
 		}
-		// What the one pass leaves, and every answer of a caller that
-		// takes a decoded result, is decoded as the SDK's client decodes a
-		// result, failing as it fails.
+		// What the one pass leaves is decoded as the SDK's client decodes
+		// a result, failing as it fails.
 		res = new(mcp.CallToolResult)
 		if derr := json.Unmarshal(raw, res); derr != nil {
 			// Issue 25 defect 5: the server answered, with a result no
@@ -179,7 +192,7 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		return r.refuse(ctx, name, caller, authority.Refuse(authority.Unavailable,
 			"The server behind %q could not take the call right now; nothing came back from it. Retry shortly.", name)), e.Source
 	}
-	if onePass && e.Source == SourceBuiltin {
+	if e.Source == SourceBuiltin {
 		if op, ok := firstPartyOnePass(r.clean, res); ok {
 			r.called(ctx, name, e.Source, caller, start, false, "")
 			return answer{onePass: &op}, e.Source
