@@ -169,7 +169,7 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			"The call to %q was cancelled by its caller before an answer came back.", name)), e.Source
 	}
 	if err == nil && raw != nil {
-		if op, ok := r.clean.ResultOnePass(raw, nil); ok {
+		if op, ok := r.clean.ResultOnePassOK(raw, nil); ok {
 			r.called(ctx, name, e.Source, caller, start, false, "")
 			return answer{onePass: &op}, e.Source
 		}

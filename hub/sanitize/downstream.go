@@ -34,8 +34,8 @@ func binaryIn(what string, err *error) {
 
 // foreignWalker walks one message a third-party server sent, under one
 // secret set.
-func (s *Sanitizer) foreignWalker() *walker {
-	return &walker{s: s, set: s.loadSecrets(), foreign: true}
+func (s *Sanitizer) foreignWalker() *decWalker {
+	return &decWalker{s: s, set: s.loadSecrets(), foreign: true}
 }
 
 // LogMessage sanitises a server's log notification: its data (of any JSON
@@ -148,7 +148,7 @@ func (s *Sanitizer) CreateMessage(p *mcp.CreateMessageParams) (_ *mcp.CreateMess
 // samplingContent sanitises the content of sampling message i: what a
 // result may hold, as a result's content is, and the tool use and tool
 // results a sampling message may also carry.
-func (w *walker) samplingContent(i int, c mcp.Content) (mcp.Content, error) {
+func (w *decWalker) samplingContent(i int, c mcp.Content) (mcp.Content, error) {
 	var err error
 	switch c := c.(type) {
 	case *mcp.ToolUseContent:

@@ -55,7 +55,7 @@ func (s *Sanitizer) result(r *mcp.CallToolResult, rewrite Rewrite, foreign bool)
 	// One secret set for the whole result, so a concurrent SetSecrets
 	// cannot leave it half redacted under the old set and half under the
 	// new.
-	w := &walker{s: s, set: s.loadSecrets(), foreign: foreign}
+	w := &decWalker{s: s, set: s.loadSecrets(), foreign: foreign}
 	out := *r
 	if r.Content != nil {
 		out.Content = make([]mcp.Content, len(r.Content))
@@ -80,27 +80,27 @@ func (s *Sanitizer) result(r *mcp.CallToolResult, rewrite Rewrite, foreign bool)
 	return &out, nil
 }
 
-// walker sanitises the parts of one result. path tracks where in a JSON
+// decWalker sanitises the parts of one result. path tracks where in a JSON
 // value the walk is, for error messages only.
-type walker struct {
+type decWalker struct {
 	s       *Sanitizer
 	set     *secretSet
-	path    []pathElem
+	path    []decPathElem
 	rewrite Rewrite // applied to strings str changed; nil: none
 	// foreign: what is walked came from a third-party server, whose _meta
 	// keys are renamed where they would read as the hub's.
 	foreign bool
 }
 
-// pathElem is one step into a JSON value: an object key or, when isIdx is
+// decPathElem is one step into a JSON value: an object key or, when isIdx is
 // set, an array index.
-type pathElem struct {
+type decPathElem struct {
 	key   string
 	index int
 	isIdx bool
 }
 
-func (w *walker) text(where, in string) (string, error) {
+func (w *decWalker) text(where, in string) (string, error) {
 	out, berr := w.s.text(in, w.set)
 	if berr != nil {
 		berr.Where = where
@@ -117,7 +117,7 @@ type textField struct {
 
 // texts sanitises several text fields of one item in place; where names
 // the item.
-func (w *walker) texts(where string, fields []textField) error {
+func (w *decWalker) texts(where string, fields []textField) error {
 	for _, f := range fields {
 		if *f.p == "" {
 			continue
@@ -141,7 +141,7 @@ func copyAnnotations(a *mcp.Annotations) *mcp.Annotations {
 }
 
 // content sanitises content item i.
-func (w *walker) content(i int, c mcp.Content) (mcp.Content, error) {
+func (w *decWalker) content(i int, c mcp.Content) (mcp.Content, error) {
 	var err error
 	switch c := c.(type) {
 	case nil:
@@ -223,7 +223,7 @@ func (w *walker) content(i int, c mcp.Content) (mcp.Content, error) {
 // answered to a read (ReadResource): one rule, so a resource reads the same
 // either way. Its text, URI and MIME type are text; its blob is binary by
 // type and passes as it came. where names it, metaWhere its _meta.
-func (w *walker) resource(where, metaWhere string, r *mcp.ResourceContents) (*mcp.ResourceContents, error) {
+func (w *decWalker) resource(where, metaWhere string, r *mcp.ResourceContents) (*mcp.ResourceContents, error) {
 	if r == nil {
 		return nil, nil
 	}
@@ -242,7 +242,7 @@ func (w *walker) resource(where, metaWhere string, r *mcp.ResourceContents) (*mc
 
 // meta sanitises a _meta map. The top-level map is always a new one, so
 // that whoever holds the copy can add keys without touching the original.
-func (w *walker) meta(where string, m mcp.Meta) (mcp.Meta, error) {
+func (w *decWalker) meta(where string, m mcp.Meta) (mcp.Meta, error) {
 	if m == nil {
 		return nil, nil
 	}

@@ -13,7 +13,7 @@ import (
 // structured sanitises a structured content value: every string in it,
 // object keys included. Values that need no change are returned as they
 // are, so a large clean value costs a walk and no copy.
-func (w *walker) structured(where string, v any) (any, error) {
+func (w *decWalker) structured(where string, v any) (any, error) {
 	w.path = w.path[:0]
 	out, _, err := w.value(where, v)
 	if err != nil {
@@ -24,14 +24,14 @@ func (w *walker) structured(where string, v any) (any, error) {
 
 // at names the current position for an error message, e.g.
 // "its structured content at $.rows[3].name".
-func (w *walker) at(where string) string {
+func (w *decWalker) at(where string) string {
 	if len(w.path) == 0 {
 		return where
 	}
-	return where + " at " + formatPath(w.path)
+	return where + " at " + decFormatPath(w.path)
 }
 
-func formatPath(path []pathElem) string {
+func decFormatPath(path []decPathElem) string {
 	var b strings.Builder
 	b.WriteByte('$')
 	for _, p := range path {
@@ -47,18 +47,9 @@ func formatPath(path []pathElem) string {
 	return b.String()
 }
 
-func isIdent(s string) bool {
-	for i := range len(s) {
-		if c := s[i]; !(c == '_' || isAlnum(c)) || (i == 0 && '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return s != ""
-}
-
 // str sanitises a string found inside a JSON value. The error location is
 // formatted only on failure: a large value holds many strings.
-func (w *walker) str(where, in string) (string, error) {
+func (w *decWalker) str(where, in string) (string, error) {
 	out, berr := w.s.text(in, w.set)
 	if berr != nil {
 		berr.Where = w.at(where)
@@ -72,7 +63,7 @@ func (w *walker) str(where, in string) (string, error) {
 
 // value sanitises any JSON-encodable value and reports whether the result
 // differs from v.
-func (w *walker) value(where string, v any) (any, bool, error) {
+func (w *decWalker) value(where string, v any) (any, bool, error) {
 	switch x := v.(type) {
 	case nil, bool, float64, float32, int, int8, int16, int32, int64,
 		uint, uint8, uint16, uint32, uint64, json.Number:
@@ -94,7 +85,7 @@ func (w *walker) value(where string, v any) (any, bool, error) {
 
 // walkMap sanitises keys and values, copying the map only if something
 // changed.
-func (w *walker) walkMap(where string, m map[string]any) (map[string]any, bool, error) {
+func (w *decWalker) walkMap(where string, m map[string]any) (map[string]any, bool, error) {
 	type change struct {
 		key string
 		val any
@@ -106,7 +97,7 @@ func (w *walker) walkMap(where string, m map[string]any) (map[string]any, bool, 
 			berr.Where = "a key of " + w.at(where)
 			return nil, false, berr
 		}
-		w.path = append(w.path, pathElem{key: nk})
+		w.path = append(w.path, decPathElem{key: nk})
 		nv, changed, err := w.value(where, v)
 		w.path = w.path[:len(w.path)-1]
 		if err != nil {
@@ -139,10 +130,10 @@ func (w *walker) walkMap(where string, m map[string]any) (map[string]any, bool, 
 
 // walkSlice sanitises the elements, copying the slice only if something
 // changed.
-func (w *walker) walkSlice(where string, a []any) ([]any, bool, error) {
+func (w *decWalker) walkSlice(where string, a []any) ([]any, bool, error) {
 	var out []any
 	for i, v := range a {
-		w.path = append(w.path, pathElem{index: i, isIdx: true})
+		w.path = append(w.path, decPathElem{index: i, isIdx: true})
 		nv, changed, err := w.value(where, v)
 		w.path = w.path[:len(w.path)-1]
 		if err != nil {
@@ -187,7 +178,7 @@ func encodeJSON(v any) ([]byte, error) {
 }
 
 // walkRaw sanitises JSON text, keeping it JSON text.
-func (w *walker) walkRaw(where string, raw json.RawMessage) (any, bool, error) {
+func (w *decWalker) walkRaw(where string, raw json.RawMessage) (any, bool, error) {
 	// The decoder would quietly turn invalid UTF-8 into U+FFFD; binary
 	// must be refused instead, so look before decoding.
 	if off, reason, bad := findBinary(string(raw)); bad && reason != reasonNUL {
@@ -211,7 +202,7 @@ func (w *walker) walkRaw(where string, raw json.RawMessage) (any, bool, error) {
 // walkTyped sanitises a value of any other Go type (a struct, a typed map
 // or slice ...) through its JSON form, which is what the caller will see.
 // If nothing changes, the original typed value is kept.
-func (w *walker) walkTyped(where string, v any) (any, bool, error) {
+func (w *decWalker) walkTyped(where string, v any) (any, bool, error) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return nil, false, fmt.Errorf("the tool's result held %s that could not be encoded as JSON (%v)", w.at(where), err)
@@ -244,7 +235,7 @@ var (
 
 // badString looks for a string in v, in the parts of it that encoding/json
 // encodes, that holds binary data, and reports it with its path.
-func (w *walker) badString(where string, v reflect.Value) error {
+func (w *decWalker) badString(where string, v reflect.Value) error {
 	if !v.IsValid() {
 		return nil
 	}
@@ -277,7 +268,7 @@ func (w *walker) badString(where string, v reflect.Value) error {
 			if name == "" {
 				name = f.Name
 			}
-			w.path = append(w.path, pathElem{key: name})
+			w.path = append(w.path, decPathElem{key: name})
 			err := w.badString(where, v.Field(i))
 			w.path = w.path[:len(w.path)-1]
 			if err != nil {
@@ -296,7 +287,7 @@ func (w *walker) badString(where string, v reflect.Value) error {
 			} else if k.CanInterface() {
 				key = fmt.Sprint(k.Interface())
 			}
-			w.path = append(w.path, pathElem{key: key})
+			w.path = append(w.path, decPathElem{key: key})
 			err := w.badString(where, it.Value())
 			w.path = w.path[:len(w.path)-1]
 			if err != nil {
@@ -308,7 +299,7 @@ func (w *walker) badString(where string, v reflect.Value) error {
 			return nil // bytes encode as base64: binary by type
 		}
 		for i := range v.Len() {
-			w.path = append(w.path, pathElem{index: i, isIdx: true})
+			w.path = append(w.path, decPathElem{index: i, isIdx: true})
 			err := w.badString(where, v.Index(i))
 			w.path = w.path[:len(w.path)-1]
 			if err != nil {
