@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,14 +93,8 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 	})
 
 	setup, fast := c.fastLink(tools)
-	viaSDK := map[string]bool{}
-	for _, t := range tools {
-		if in, err := json.Marshal(t.Def.InputSchema); err == nil && bytes.Contains(in, []byte(`"x-mcp-header"`)) {
-			viaSDK[t.Def.Name] = true
-		}
-	}
 	i.mu.Lock()
-	i.fast, i.fastSetup, i.viaSDK = fast, setup, viaSDK
+	i.fast, i.fastSetup = fast, setup
 	changed := !sameTools(i.tools, tools)
 	first := !i.started
 	old := i.tools
@@ -146,20 +139,23 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 			base = http.DefaultTransport
 		}
 		hc := &http.Client{Transport: headerRT{headers: spec.Headers, base: tapRT{base: base, raw: raw}}, Timeout: i.opts.HTTPClient.Timeout}
-		// Fast calls skip the tap: it reads tools/list answers, which
-		// they are not.
-		fastClient := &http.Client{Transport: headerRT{headers: spec.Headers, base: base}, Timeout: i.opts.HTTPClient.Timeout}
 		if spec.Transport == TransportSSE {
 			// The SSE transport predates server/discover; it is always a
 			// session.
 			probe = probeResult{err: "the sse transport has no discover"}
-			inner = &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc}
+			lk := newSharedLink(i)
+			inner = &tapTransport{inner: &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxEventSize: maxMessage}, raw: raw, link: lk}
+			c.fast = lk
 		} else {
 			if !probed {
 				probe = probeHTTP(ctx, hc, spec.URL, i.client(), i.opts.ProbeTimeout)
 			}
-			inner = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc}
-			c.fast = &httpLink{i: i, url: spec.URL, client: fastClient}
+			inner = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxEventSize: maxMessage}
+			// Calls skip the tap: it reads tools/list answers and the
+			// notifications of the session's own streams, and a call's
+			// link reads its stream itself.
+			c.fast = &streamLink{i: i, transport: &mcp.StreamableClientTransport{Endpoint: spec.URL, MaxEventSize: maxMessage,
+				HTTPClient: &http.Client{Transport: sessionRT{headers: spec.Headers, base: base}, Timeout: i.opts.HTTPClient.Timeout}}}
 		}
 	default:
 		ch, err := startChild(spec.Command, spec.Args, ChildEnv(spec, i.opts.Host), i.opts.Dir, func(line string) {
@@ -176,9 +172,10 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 		if !probed {
 			probe, rest = probeStdio(ch.stdin, ch.stdout, i.client(), i.opts.ProbeTimeout)
 		}
-		dm, lw := newDemux(rest, i.onNotify), &lockedWriter{w: ch.stdin}
-		inner = &tapTransport{inner: &mcp.IOTransport{Reader: readCloser{dm, ch.stdout}, Writer: lw}, raw: raw}
-		c.fast = &stdioLink{w: lw, dm: dm}
+		lk := newSharedLink(i)
+		out := readCloser{newStdioGuard(rest, lk.refuse), ch.stdout}
+		inner = &tapTransport{inner: &mcp.IOTransport{Reader: out, Writer: ch.stdin}, raw: raw, link: lk, notify: true}
+		c.fast = lk
 	}
 	version := link
 	if !probed {
@@ -234,22 +231,35 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-// fastLink readies the connection's fast calls once the session is open:
-// the revision it speaks, its session id, and the _meta its requests
-// carry. A 2026-07-28 session whose _meta was not seen on the SDK's own
-// requests carries none (every call then goes through the SDK).
+// fastLink readies the connection's link once the session is open: the
+// revision it speaks, its session id, the _meta its requests carry (from
+// 2026-07-28 on, as the SDK's client wrote it on its own requests), and
+// the tools whose arguments travel in headers too.
 func (c *conn) fastLink(tools []Tool) (linkSetup, link) {
 	if c.fast == nil || c.sess == nil || c.sess.InitializeResult() == nil {
 		return linkSetup{}, nil
 	}
 	setup := linkSetup{version: c.sess.InitializeResult().ProtocolVersion}
-	if setup.version >= "2026-07-28" {
-		if setup.meta = c.rawAnn.requestMeta(); setup.meta == nil {
-			return linkSetup{}, nil
-		}
+	if setup.version >= modernVersion {
+		setup.meta = c.rawAnn.requestMeta()
 	}
-	if hl, ok := c.fast.(*httpLink); ok {
-		hl.version, hl.session = setup.version, c.sess.ID()
+	switch lk := c.fast.(type) {
+	case *streamLink:
+		lk.session, lk.version, lk.meta = c.sess.ID(), setup.version, setup.meta
+		if setup.version >= modernVersion {
+			// The SDK sets a 2026-07-28 request's standard headers from
+			// its body; parameter headers it sets only in CallTool.
+			for _, t := range tools {
+				if b := paramBindings(t.Def.InputSchema); b != nil {
+					if setup.headerArgs == nil {
+						setup.headerArgs = map[string][]paramBinding{}
+					}
+					setup.headerArgs[t.Def.Name] = b
+				}
+			}
+		}
+	case *sharedLink:
+		lk.meta = setup.meta
 	}
 	return setup, c.fast
 }

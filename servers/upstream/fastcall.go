@@ -19,56 +19,35 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The fast path of a tool call: the request is written by the hub itself,
-// its arguments the bytes the caller sent, and the answer handed back as
-// the JSON the server wrote, for the hub to sanitise in one pass. The SDK's
-// session stays in place for everything else (the handshake, lists,
-// resources, the server's notifications and requests) and for a tool whose
-// arguments travel in HTTP headers. A call the fast path sent is finished
-// on it, whatever the server answers: it is never sent again through the
-// SDK, since a server that acted on it would act twice (issue 25 defect 3).
+// A tool call: the request is written by the hub itself, its arguments the
+// bytes the caller sent, and the answer handed back as the JSON the server
+// wrote, for the hub to sanitise in one pass. It travels on the link of
+// the server's transport (link.go), whatever the tool and the revision: a
+// call the link sent is finished on it, whatever the server answers, and
+// never sent again, since a server that acted on it would act twice
+// (issue 25 defect 3).
 
-// link carries fast calls to a server over the connection in place.
-type link interface {
-	// call sends one tools/call request, id its JSON-RPC id, and returns
-	// the JSON-RPC response's result, or the *jsonrpc.Error it carried.
-	// A link that broke under the call answers errLinkBroken. f is the
-	// call's flight, which what the server sends on the call's own
-	// response stream belongs to.
-	call(ctx context.Context, f *flight, id, name string, req []byte) (json.RawMessage, error)
-	// cancel tells the server the request id is cancelled.
-	cancel(id, reason string)
-}
-
-// errLinkBroken is a fast call whose connection failed after the request
-// was sent.
-var errLinkBroken = errors.New("the connection to the server broke during the call")
-
-// linkSetup is what a fast link needs of the session the SDK opened:
-// the revision it speaks and, from 2026-07-28 on, the _meta every request
+// linkSetup is what a link needs of the session the SDK opened: the
+// revision it speaks and, from 2026-07-28 on, the _meta every request
 // carries (the protocol version, the client's identity and capabilities),
-// as the SDK's client wrote it on its own requests.
+// as the SDK's client wrote it on its own requests, and the tools whose
+// arguments go in headers too (by name).
 type linkSetup struct {
-	version string
-	meta    []byte // the members of that _meta, braces stripped; nil before 2026-07-28
+	version    string
+	meta       []byte // the members of that _meta, braces stripped; nil before 2026-07-28
+	headerArgs map[string][]paramBinding
 }
 
-// fastIDs numbers fast calls; the ids never collide with the SDK's, which
-// are integers.
+// fastIDs numbers the hub's calls.
 var fastIDs atomic.Int64
 
-// CallRaw runs a tool as Call does, answering the result as the JSON the
-// server wrote (raw), or, where the SDK's client made the call, the result
-// it decoded (res). Every call sent is told to the instance's HopObserver,
-// on whichever path it went.
+// CallRaw runs a tool on the server, answering its result as the JSON the
+// server wrote. res is always nil: every call is answered raw. Every call
+// is told to the instance's HopObserver.
 func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessage) (raw json.RawMessage, res *mcp.CallToolResult, err error) {
 	i.mu.Lock()
-	sess, recorded, lk, setup, slow := i.sess, i.recorded, i.fast, i.fastSetup, i.viaSDK[name]
+	sess, recorded, lk, setup := i.sess, i.recorded, i.fast, i.fastSetup
 	i.mu.Unlock()
-	if sess != nil && (lk == nil || slow) {
-		res, err := i.Call(ctx, name, args)
-		return nil, res, err
-	}
 	hopCtx, hopDone := i.opts.Hops.HopStarted(ctx, i.opts.Spec.Name, name)
 	raw, err = i.callFast(hopCtx, sess, recorded, lk, setup, name, args)
 	hopDone(err)
@@ -80,7 +59,7 @@ func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessag
 const maxInputRounds = 10
 
 func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, recorded chan struct{}, lk link, setup linkSetup, name string, args json.RawMessage) (json.RawMessage, error) {
-	if sess == nil {
+	if sess == nil || lk == nil {
 		return nil, i.downError(false)
 	}
 	if err := ctx.Err(); err != nil {
@@ -89,8 +68,8 @@ func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, record
 	}
 	f := i.flights.add(ctx, downstreamFrom(ctx))
 	defer i.flights.remove(f)
-	id := "crewlet-fast-" + strconv.FormatInt(fastIDs.Add(1), 10)
-	raw, err := lk.call(ctx, f, id, name, toolsCall(id, name, args, f.token, setup.meta, nil))
+	hdr := paramHeaders(setup.headerArgs[name], args)
+	raw, err := lk.call(ctx, f, toolsCall(name, args, f.token, setup.meta, nil), hdr)
 	// Issue 25 defect 3: a result that asks the client for input is, from
 	// 2026-07-28 on, the first round of a multi round-trip request
 	// (SEP-2322): the client's answers go back in a new request carrying
@@ -106,22 +85,27 @@ func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, record
 		if more, err = i.fulfil(ctx, f, raw); err != nil {
 			break
 		}
-		id = "crewlet-fast-" + strconv.FormatInt(fastIDs.Add(1), 10)
-		raw, err = lk.call(ctx, f, id, name, toolsCall(id, name, args, f.token, setup.meta, more))
+		raw, err = lk.call(ctx, f, toolsCall(name, args, f.token, setup.meta, more), hdr)
 	}
-	if err == nil && ctx.Err() == nil {
-		return raw, nil
+	if err == nil {
+		switch {
+		case ctx.Err() != nil:
+			// A call whose context ended answers the context's error, as
+			// the SDK's client does, even where the answer raced it in:
+			// the caller is gone or out of time, and whatever reads the
+			// answer next must see the call as cut, not as answered.
+			return nil, ctx.Err()
+		case len(raw) == 0 || string(raw) == "null":
+			err = &UnreadableError{Why: "a response without a result"}
+		case !utf8.Valid(raw):
+			// The SDK's decoder passes such bytes on; the hub's
+			// sanitiser and its clients would not read them.
+			err = &UnreadableError{Why: "bytes that are not valid UTF-8"}
+		default:
+			return raw, nil
+		}
 	}
-	// A call whose context ended answers the context's error, as the
-	// SDK's client does, even where the answer raced it in: the caller
-	// is gone or out of time, and whatever reads the answer next must see
-	// the call as cut, not as answered.
 	if ctx.Err() != nil {
-		// As the SDK's client does: the server is told, off the caller's
-		// way (the instance owns the telling, bounded in time), and the
-		// caller gets its context's error.
-		reason := ctx.Err().Error()
-		i.wg.Go(func() { lk.cancel(id, reason) })
 		return nil, ctx.Err()
 	}
 	var unreadable *UnreadableError
@@ -194,15 +178,13 @@ func waitRecorded(recorded chan struct{}) {
 	}
 }
 
-// toolsCall writes a tools/call request: the arguments as they came, the
-// progress token the hub gave the call, the _meta a 2026-07-28 request
-// carries, and more params members (a later round's inputResponses and
-// requestState), written as they are after a comma.
-func toolsCall(id, name string, args json.RawMessage, token string, meta, more []byte) []byte {
-	b := make([]byte, 0, 96+len(name)+len(args)+len(meta)+len(more))
-	b = append(b, `{"jsonrpc":"2.0","id":"`...)
-	b = append(b, id...)
-	b = append(b, `","method":"tools/call","params":{"name":`...)
+// toolsCall is a tools/call request with an id of its own: the arguments
+// as they came, the progress token the hub gave the call, the _meta a
+// 2026-07-28 request carries, and more params members (a later round's
+// inputResponses and requestState), written as they are after a comma.
+func toolsCall(name string, args json.RawMessage, token string, meta, more []byte) *jsonrpc.Request {
+	b := make([]byte, 0, 64+len(name)+len(args)+len(meta)+len(more))
+	b = append(b, `{"name":`...)
 	b = rawjson.AppendString(b, name)
 	if len(args) > 0 {
 		b = append(b, `,"arguments":`...)
@@ -223,7 +205,9 @@ func toolsCall(id, name string, args json.RawMessage, token string, meta, more [
 	if len(more) > 0 {
 		b = append(append(b, ','), more...)
 	}
-	return append(b, "}}"...)
+	b = append(b, '}')
+	id, _ := jsonrpc.MakeID(fastPrefix + strconv.FormatInt(fastIDs.Add(1), 10))
+	return &jsonrpc.Request{ID: id, Method: "tools/call", Params: b}
 }
 
 // askingForInput reports a result that asks the client for input
@@ -240,122 +224,6 @@ func askingForInput(raw []byte) bool {
 		return nil
 	})
 	return asks
-}
-
-// rpcMessage is a JSON-RPC message's top-level members, each as written;
-// nil where absent. Only the top level says what a message is: a result
-// may hold "method" or "id" at any depth (issue 25 defect 1).
-type rpcMessage struct {
-	id, method, params, result, errRaw []byte
-}
-
-// readMessage reads msg's top-level members, failing on anything that is
-// not one well-formed JSON object the SDK would read.
-func readMessage(msg []byte) (m rpcMessage, err error) {
-	err = rawjson.Members(msg, func(key, _, val []byte) error {
-		switch string(key) {
-		case "id":
-			m.id = val
-		case "method":
-			m.method = val
-		case "params":
-			m.params = val
-		case "result":
-			m.result = val
-		case "error":
-			m.errRaw = val
-		}
-		return nil
-	})
-	return m, err
-}
-
-// hasID reports a request (or response) rather than a notification.
-func (m rpcMessage) hasID() bool { return len(m.id) > 0 && string(m.id) != "null" }
-
-// response reads a JSON-RPC response: its id, and its result or error.
-// isResponse is false for a request or a notification.
-func response(msg []byte) (id []byte, result json.RawMessage, rpcErr *jsonrpc.Error, isResponse bool, err error) {
-	m, err := readMessage(msg)
-	if err != nil || m.method != nil {
-		return nil, nil, nil, false, err
-	}
-	if m.errRaw != nil {
-		rpcErr = new(jsonrpc.Error)
-		if uerr := json.Unmarshal(m.errRaw, rpcErr); uerr != nil {
-			return nil, nil, nil, false, fmt.Errorf("reading the server's error: %w", uerr)
-		}
-		return m.id, nil, rpcErr, true, nil
-	}
-	return m.id, m.result, nil, m.result != nil, nil
-}
-
-// answerOf reads the response to request id out of one message the server
-// sent as that answer. Anything else there is the server answering what
-// the hub cannot read (issue 25 defect 5).
-func answerOf(msg []byte, id string) (json.RawMessage, error) {
-	gotID, result, rpcErr, ok, err := response(msg)
-	switch {
-	case err != nil:
-		return nil, &UnreadableError{Why: unreadableWhy(msg)}
-	case !ok:
-		return nil, &UnreadableError{Why: "a message that is not a response"}
-	case string(gotID) != `"`+id+`"`:
-		return nil, &UnreadableError{Why: "a response to another request"}
-	case rpcErr != nil:
-		return nil, rpcErr
-	}
-	return result, nil
-}
-
-// lenientID reads the top-level id of a message the hub cannot read as the
-// SDK would (invalid UTF-8, deep nesting), as far as Go's decoder can:
-// enough to tell whose answer it was. nil when even that fails, or when
-// the message is a request.
-func lenientID(msg []byte) []byte {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method json.RawMessage `json:"method"`
-	}
-	if json.Unmarshal(msg, &m) != nil || m.Method != nil {
-		return nil
-	}
-	return m.ID
-}
-
-// unreadableWhy says what is wrong with a message the hub cannot read.
-func unreadableWhy(msg []byte) string {
-	switch {
-	case !utf8.Valid(msg):
-		return "bytes that are not valid UTF-8"
-	case json.Valid(msg) && depth(msg) > rawjson.MaxDepth:
-		return fmt.Sprintf("JSON nested %d levels deep, past the %d the hub reads", depth(msg), rawjson.MaxDepth)
-	}
-	return "text that is not a well-formed JSON-RPC message"
-}
-
-// depth is the deepest nesting of arrays and objects in well-formed JSON.
-func depth(msg []byte) int {
-	d, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range msg {
-		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case inString && c == '"':
-			inString = false
-		case inString:
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			d++
-			deepest = max(deepest, d)
-		case c == '}' || c == ']':
-			d--
-		}
-	}
-	return deepest
 }
 
 // metaMembers reads, from the params of a request the SDK's client wrote,
@@ -486,25 +354,4 @@ func samplingBase(p *mcp.CreateMessageWithToolsParams) (*mcp.CreateMessageParams
 	return &mcp.CreateMessageParams{Meta: p.Meta, IncludeContext: p.IncludeContext, MaxTokens: p.MaxTokens, Messages: msgs,
 		Metadata: p.Metadata, ModelPreferences: p.ModelPreferences, StopSequences: p.StopSequences,
 		SystemPrompt: p.SystemPrompt, Temperature: p.Temperature}, nil
-}
-
-// reply writes the response to a server's request.
-func reply(id []byte, result any, err error) []byte {
-	b := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
-	if err != nil {
-		var wire *jsonrpc.Error
-		if !errors.As(err, &wire) {
-			wire = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-		}
-		e, _ := json.Marshal(wire)
-		b = append(append(b, `,"error":`...), e...)
-		return append(b, '}')
-	}
-	r, merr := json.Marshal(result)
-	if merr != nil {
-		e, _ := json.Marshal(&jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: merr.Error()})
-		return append(append(append(b, `,"error":`...), e...), '}')
-	}
-	b = append(append(b, `,"result":`...), r...)
-	return append(b, '}')
 }

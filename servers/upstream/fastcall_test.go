@@ -6,6 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"os"
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,32 +16,51 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// A fast call answers what the SDK's call answers: the same result, as the
-// JSON the server wrote, over stdio and over streamable HTTP, on a session
-// revision and on 2026-07-28.
-func TestCallRawAnswersWhatCallAnswers(t *testing.T) {
-	r := startRemote(t, "127.0.0.1:0", false)
-	specs := map[string]Resolved{
-		"stdio": testSpec(t, "go-sdk", nil),
-		"http":  {Name: "remote", Transport: TransportHTTP, URL: "http://" + r.addr + "/", Headers: map[string]string{"X-Seat": "ada"}},
+// A call answers what the same call gets from a go-sdk client talking to
+// the server directly: the same result, as the JSON the server wrote, over
+// stdio, streamable HTTP and legacy SSE; and a server's protocol error is
+// its own. Every request to a remote server carries its configured header.
+func TestCallRawAnswersWhatADirectClientGets(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, spec := range specs {
+	r := startRemote(t, "127.0.0.1:0", false)
+	old := startRemote(t, "127.0.0.1:0", true)
+	cases := map[string]struct {
+		spec   Resolved
+		direct mcp.Transport
+	}{
+		"stdio": {testSpec(t, "go-sdk", nil), &mcp.CommandTransport{Command: func() *exec.Cmd {
+			cmd := exec.Command(exe)
+			cmd.Env = append(os.Environ(), "UPSTREAM_TEST_SERVER=go-sdk")
+			return cmd
+		}()}},
+		"http": {Resolved{Name: "remote", Transport: TransportHTTP, URL: "http://" + r.addr + "/", Headers: map[string]string{"X-Seat": "ada"}},
+			&mcp.StreamableClientTransport{Endpoint: "http://" + r.addr + "/", HTTPClient: &http.Client{Transport: headerRT{headers: map[string]string{"X-Seat": "ada"}}}}},
+		"sse": {Resolved{Name: "old", Transport: TransportSSE, URL: "http://" + old.addr + "/", Headers: map[string]string{"X-Seat": "ada"}},
+			&mcp.SSEClientTransport{Endpoint: "http://" + old.addr + "/", HTTPClient: &http.Client{Transport: headerRT{headers: map[string]string{"X-Seat": "ada"}}}}},
+	}
+	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			in, _ := startTest(t, spec, nil)
+			in, _ := startTest(t, c.spec, nil)
 			waitState(t, in, StateRunning, 10*time.Second)
-			in.mu.Lock()
-			fast := in.fast != nil
-			in.mu.Unlock()
-			if !fast {
-				t.Fatal("the session carries no fast calls")
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			for _, args := range []string{`{"text":"hello"}`, `{"text":"line\nbreak \u00e9"}`, `{}`} {
-				want, err := in.Call(ctx, "echo", json.RawMessage(args))
+			direct, err := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "0"}, nil).Connect(ctx, c.direct, &mcp.ClientSessionOptions{ProtocolVersion: sessionVersion})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer direct.Close()
+			if v := direct.InitializeResult().ProtocolVersion; v != in.fastSetup.version {
+				t.Fatalf("direct on %s, the instance on %s", v, in.fastSetup.version)
+			}
+			for _, args := range []string{`{"text":"hello"}`, `{"text":"line\nbreak \u00e9 <&>"}`, `{}`} {
+				want, err := direct.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(args)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,22 +73,26 @@ func TestCallRawAnswersWhatCallAnswers(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !reflect.DeepEqual(asJSON(t, &got), asJSON(t, want)) {
-					t.Fatalf("CallRaw(%s):\n%s\nCall:\n%s", args, raw, asJSON(t, want))
+					t.Fatalf("CallRaw(%s):\n%s\ndirect:\n%s", args, raw, asJSON(t, want))
 				}
 			}
-			// A server's protocol error is its own, as from Call.
 			_, _, rawErr := in.CallRaw(ctx, "no_such_tool", json.RawMessage(`{}`))
-			_, callErr := in.Call(ctx, "no_such_tool", json.RawMessage(`{}`))
-			if rawErr == nil || callErr == nil || !strings.Contains(callErr.Error(), rawErr.Error()) {
-				t.Fatalf("unknown tool: fast %v, SDK %v", rawErr, callErr)
+			_, directErr := direct.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}})
+			var wire *jsonrpc.Error
+			if !errors.As(rawErr, &wire) || directErr == nil || !strings.Contains(directErr.Error(), wire.Message) {
+				t.Fatalf("unknown tool: through the instance %v, direct %v", rawErr, directErr)
 			}
 		})
 	}
-	r.mu.Lock()
-	seen := strings.Join(r.seen, ",")
-	r.mu.Unlock()
-	if strings.Contains(seen, ",,") || strings.HasPrefix(seen, ",") {
-		t.Fatalf("a request went out without the configured header: %q", seen)
+	for _, remote := range []*remoteEcho{r, old} {
+		remote.mu.Lock()
+		for _, seat := range remote.seen {
+			if seat != "ada" {
+				remote.mu.Unlock()
+				t.Fatalf("a request went out without the configured header: %q", remote.seen)
+			}
+		}
+		remote.mu.Unlock()
 	}
 }
 
@@ -157,22 +183,33 @@ func TestCallRawProgressComesBeforeTheAnswer(t *testing.T) {
 	}
 }
 
-// A stdio server that has read a call but answers only when more input
-// arrives (a Go 1.26 server parked in a blocking read of stdin) is pinged
-// until it answers: each call gets its answer long before its bound, and
-// the session stays up.
-func TestLateStdioAnswerIsNudged(t *testing.T) {
-	in, _ := startTest(t, testSpec(t, "legacy", map[string]string{"UPSTREAM_TEST_WEDGED": "1"}), nil)
-	waitState(t, in, StateRunning, 10*time.Second)
-	for range 3 {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		raw, res, err := in.CallRaw(ctx, "old_tool", json.RawMessage(`{}`))
+// A tool whose arguments travel in headers too (x-mcp-header) takes the
+// route every call takes: on 2026-07-28 its call carries the headers a
+// go-sdk server checks against the body, refusing a call whose headers are
+// missing or differ, whatever the values (text to be Base64-encoded, an
+// integer, a nested argument, an absent one).
+func TestHeaderArgumentsTravelWithTheCall(t *testing.T) {
+	g := startRig(t, true, nil)
+	in := rigInstance(t, Resolved{Name: "rig", Transport: TransportHTTP, URL: g.url}, true)
+	for _, args := range []string{
+		`{"region":"\u65e5\u672c","count":42,"opts":{"tenant":"acme"}}`,
+		`{"region":" padded ","count":-7}`,
+		`{"count":1}`,
+		`{"region":"=?base64?abc?="}`,
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		raw, res, err := in.CallRaw(ctx, "by_region", json.RawMessage(args))
 		cancel()
-		if err != nil || res != nil || !strings.Contains(string(raw), "legacy answer") {
-			t.Fatalf("CallRaw = %s, %v, %v; want the held answer", raw, res, err)
+		if err != nil || res != nil {
+			t.Fatalf("CallRaw(%s) = %s, %v, %v", args, raw, res, err)
 		}
-	}
-	if s := in.Status(); s.State != StateRunning {
-		t.Fatalf("the server is %s after the pings", s.State)
+		var got mcp.CallToolResult
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		text, _ := got.Content[0].(*mcp.TextContent)
+		if text == nil || !reflect.DeepEqual(asJSON(t, json.RawMessage(text.Text)), asJSON(t, json.RawMessage(args))) {
+			t.Fatalf("CallRaw(%s) answered %s", args, raw)
+		}
 	}
 }

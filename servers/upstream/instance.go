@@ -154,12 +154,10 @@ type Instance struct {
 	probed   bool
 	features Features
 	flights  flights
-	// fast carries fast calls on the current session (nil: every call
-	// goes through the SDK), set up as fastSetup says; viaSDK names the
-	// tools whose calls the SDK must make (arguments in HTTP headers).
+	// fast carries the tool calls of the current session, set up as
+	// fastSetup says.
 	fast      link
 	fastSetup linkSetup
-	viaSDK    map[string]bool
 
 	// transport is the HTTP transport the instance made for itself, whose
 	// idle connections it closes when it stops.

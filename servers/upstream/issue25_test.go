@@ -70,6 +70,20 @@ func addIssue25Tools(s *mcp.Server) {
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sampled: " + text.Text}}}, nil, nil
 		})
+	// A tool whose arguments travel in headers too (x-mcp-header,
+	// SEP-2243), which a 2026-07-28 server checks against the body; it
+	// answers the arguments it got.
+	s.AddTool(&mcp.Tool{Name: "by_region", Description: "answers its arguments", InputSchema: map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
+			"count":  map[string]any{"type": "integer", "x-mcp-header": "Count"},
+			"opts": map[string]any{"type": "object", "properties": map[string]any{
+				"tenant": map[string]any{"type": "string", "x-mcp-header": "Tenant"}}},
+		}}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(req.Params.Arguments)}}}, nil
+		})
 	// A 2026-07-28 multi round-trip tool: it asks for a confirmation in
 	// its result, and acts once it has one.
 	mcp.AddTool(s, &mcp.Tool{Name: "mrtr", Description: "asks for a confirmation, then acts"},
@@ -167,6 +181,27 @@ func startRig(t *testing.T, modern bool, faults map[string]fault) *rig {
 	return g
 }
 
+// startSSERig serves the tools of these tests over the legacy SSE
+// transport, and answers its URL.
+func startSSERig(t *testing.T) string {
+	t.Helper()
+	s := mcp.NewServer(&mcp.Implementation{Name: "rig-sse", Version: "0"}, nil)
+	addIssue25Tools(s)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		for ss := range s.Sessions() {
+			ss.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/"
+}
+
 func (g *rig) called(tool string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -193,7 +228,7 @@ var revisions = map[string]bool{"2025-11-25": false, "2026-07-28": true}
 
 // Issue 25 defect 1: a result that holds "method" anywhere but at the top
 // of the message (structured content, _meta, a text) is the call's answer,
-// on both transports and both revisions.
+// on every transport and both revisions.
 func TestFastResultHoldingMethodIsAnswered(t *testing.T) {
 	for rev, modern := range revisions {
 		g := startRig(t, modern, nil)
@@ -204,6 +239,10 @@ func TestFastResultHoldingMethodIsAnswered(t *testing.T) {
 		specs := map[string]Resolved{
 			"http":  {Name: "rig", Transport: TransportHTTP, URL: g.url},
 			"stdio": testSpec(t, "go-sdk", env),
+		}
+		if !modern {
+			// The legacy SSE transport is a session's alone.
+			specs["sse"] = Resolved{Name: "rig", Transport: TransportSSE, URL: startSSERig(t)}
 		}
 		for transport, spec := range specs {
 			t.Run(rev+"/"+transport, func(t *testing.T) {
@@ -329,7 +368,19 @@ func TestFastMultiRoundTripSendsTheCallOnce(t *testing.T) {
 // flights, and the next call's sampling reaches its own client.
 func TestFastAbandonedSamplingEndsWithItsCall(t *testing.T) {
 	g := startRig(t, false, nil)
-	in := rigInstance(t, Resolved{Name: "rig", Transport: TransportHTTP, URL: g.url}, false)
+	// Over HTTP the request comes on the call's own stream; over stdio and
+	// legacy SSE on the session's one connection, through the SDK's client.
+	specs := map[string]Resolved{
+		"http":  {Name: "rig", Transport: TransportHTTP, URL: g.url},
+		"stdio": testSpec(t, "go-sdk", map[string]string{"UPSTREAM_ISSUE25": "1"}),
+		"sse":   {Name: "rig", Transport: TransportSSE, URL: startSSERig(t)},
+	}
+	for transport, spec := range specs {
+		t.Run(transport, func(t *testing.T) { abandonSampling(t, rigInstance(t, spec, false)) })
+	}
+}
+
+func abandonSampling(t *testing.T, in *Instance) {
 	asked := make(chan struct{}, 1)
 	gone := make(chan struct{})
 	t.Cleanup(func() { close(gone) })
@@ -423,11 +474,16 @@ func wantUnreadable(t *testing.T, err error, why string) {
 // Issue 25 defect 5: an answer the hub cannot read (invalid UTF-8, nesting
 // past the SDK's bound) is refused as the server's failure, not as a
 // condition a retry clears, over HTTP (a JSON body and an event stream, on
-// both revisions) and over stdio; the server stays up.
+// both revisions) and over stdio, each saying what was wrong with it; the
+// server's session lives on.
 func TestFastUnreadableAnswerIsTheServers(t *testing.T) {
-	answers := map[string]string{
-		"bytes that are not valid UTF-8": `{"content":[{"type":"text","text":"caf` + "\xff" + `"}]}`,
-		"nested 1003 levels deep":        deepResult(1000),
+	answers := []struct {
+		result, httpWhy, stdioWhy string
+	}{
+		{`{"content":[{"type":"text","text":"caf` + "\xff" + `"}]}`, "bytes that are not valid UTF-8", "bytes that are not valid UTF-8"},
+		// The SDK's client says what it could not read over HTTP; over
+		// stdio the hub reads the line before the SDK does.
+		{deepResult(1000), "nesting depth of 1000", "nested 1003 levels deep"},
 	}
 	write := func(sse bool, result string) fault {
 		return func(w http.ResponseWriter, id json.RawMessage) {
@@ -443,13 +499,11 @@ func TestFastUnreadableAnswerIsTheServers(t *testing.T) {
 	}
 	for rev, modern := range revisions {
 		faults := map[string]fault{}
-		i := 0
 		tools := map[string]string{}
-		for why, result := range answers {
+		for i, a := range answers {
 			for _, sse := range []bool{false, true} {
-				i++
-				name := fmt.Sprintf("bad%d", i)
-				faults[name], tools[name] = write(sse, result), why
+				name := fmt.Sprintf("bad%d_sse_%v", i, sse)
+				faults[name], tools[name] = write(sse, a.result), a.httpWhy
 			}
 		}
 		g := startRig(t, modern, faults)
@@ -466,13 +520,21 @@ func TestFastUnreadableAnswerIsTheServers(t *testing.T) {
 			}
 		})
 	}
-	for why, result := range answers {
-		t.Run("stdio/"+why, func(t *testing.T) {
-			in := rigInstance(t, testSpec(t, "legacy", map[string]string{"UPSTREAM_RAW_RESULT": result}), false)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_, _, err := in.CallRaw(ctx, "old_tool", json.RawMessage(`{}`))
-			wantUnreadable(t, err, why)
+	for _, a := range answers {
+		t.Run("stdio/"+a.stdioWhy, func(t *testing.T) {
+			in := rigInstance(t, testSpec(t, "legacy", map[string]string{"UPSTREAM_RAW_RESULT": a.result}), false)
+			pid := in.childPID()
+			// Twice: an instance whose session had ended would answer the
+			// second call as down (its restart is an hour away).
+			for range 2 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, _, err := in.CallRaw(ctx, "old_tool", json.RawMessage(`{}`))
+				cancel()
+				wantUnreadable(t, err, a.stdioWhy)
+			}
+			if got := in.childPID(); got != pid {
+				t.Fatalf("the child was restarted (pid %d, then %d)", pid, got)
+			}
 		})
 	}
 }
@@ -504,10 +566,15 @@ func TestFastAnswerPastTheBoundIsRefused(t *testing.T) {
 	}
 	g := startRig(t, false, map[string]fault{"big_json": big(false), "big_event": big(true)})
 	in := rigInstance(t, Resolved{Name: "rig", Transport: TransportHTTP, URL: g.url}, false)
-	for _, tool := range []string{"big_json", "big_event"} {
+	// A JSON body is bounded by the hub (the SDK reads one whole); an
+	// event by the SDK's client, in its words.
+	for tool, why := range map[string]string{"big_json": "larger than the 16 MiB", "big_event": "exceeded 16777216 bytes"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		_, _, err := in.CallRaw(ctx, tool, json.RawMessage(`{}`))
 		cancel()
-		wantUnreadable(t, err, "larger than the 16 MiB")
+		wantUnreadable(t, err, why)
+	}
+	if text, err := callText(t, in, "echo", `{"text":"still up"}`); err != nil || text != "still up" {
+		t.Fatalf("after answers past the bound: %q %v", text, err)
 	}
 }

@@ -21,6 +21,12 @@ import (
 type tapTransport struct {
 	inner mcp.Transport
 	raw   *rawAnnotations
+	// link, if set, carries the hub's calls on the connection: it is
+	// handed their answers, and is given the connection to write them on.
+	link *sharedLink
+	// notify says the connection's notifications are told here (stdio);
+	// over HTTP the tap on the wire tells them (tapRT).
+	notify bool
 }
 
 type rawAnnotations struct {
@@ -124,12 +130,17 @@ func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tapConn{Connection: c, raw: t.raw}, nil
+	if t.link != nil {
+		t.link.conn = c
+	}
+	return &tapConn{Connection: c, raw: t.raw, link: t.link, notify: t.notify}, nil
 }
 
 type tapConn struct {
 	mcp.Connection
-	raw *rawAnnotations
+	raw    *rawAnnotations
+	link   *sharedLink
+	notify bool
 }
 
 func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -140,15 +151,33 @@ func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return c.Connection.Write(ctx, msg)
 }
 
+// Read is the SDK's session reading the server, one message at a time in
+// the order the server wrote them: the answer to a call of the hub's goes
+// to that call, and everything else on to the session.
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil {
-		c.raw.answer(idKey(resp.ID.Raw()), resp.Result)
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			if c.link != nil {
+				c.link.fail()
+			}
+			return msg, err
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Response:
+			if c.link != nil && c.link.deliver(m) {
+				continue
+			}
+			c.raw.answer(idKey(m.ID.Raw()), m.Result)
+		case *jsonrpc.Request:
+			// Told before the session queues it, so a call's log lines
+			// and progress reach its client before its answer does.
+			if !m.IsCall() && c.notify && c.raw.notify != nil {
+				c.raw.notify(m.Method, m.Params)
+			}
+		}
+		return msg, nil
 	}
-	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.IsCall() && c.raw.notify != nil {
-		c.raw.notify(req.Method, req.Params)
-	}
-	return msg, err
 }
 
 // tapRT does for HTTP what tapConn does for stdio. The streamable transport's

@@ -1,0 +1,358 @@
+package upstream
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/crewlet/hub/servers/rawjson"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The adapter beneath the SDK's connections: what a call's link needs that
+// the SDK's public API does not give it. Each piece stands where the SDK
+// has no hook, and does no more than the SDK would have done itself:
+//   - sessionRT puts on a call's own streamable HTTP connection the
+//     session it belongs to (its id and revision), which the SDK lets only
+//     the connection that opened a session carry; keeps the connection
+//     from taking the session for its own (its Close would end it); gives
+//     a tools/call its parameter headers (x-mcp-header), which the SDK
+//     computes only inside ClientSession.CallTool; bounds a JSON answer as
+//     the SDK bounds one event; and notes the status it was answered with.
+//   - stdioGuard keeps from the SDK's stdio reader a line answering a call
+//     that the SDK would take for a broken connection (JSON nested past
+//     its bound), and hands it to that call as the server's unreadable
+//     answer (issue 25 defect 5), so the session lives on.
+
+// maxMessage bounds one message of a server: the SDK's own bound on an
+// event of a stream and on a stdio line, which a JSON body is held to too.
+// A longer answer is refused, never gathered without end (issue 25 defect
+// 8).
+const maxMessage = mcp.DefaultMaxEventSize
+
+var tooLarge = fmt.Sprintf("a message larger than the %d MiB the hub takes", maxMessage>>20)
+
+// errTooLarge is a JSON body past maxMessage.
+var errTooLarge = errors.New("message too large")
+
+type wireKey struct{}
+
+// wire is what one call's connection is told of its session, and what
+// the adapter saw of the server's answers on it.
+type wire struct {
+	session, version string
+
+	mu     sync.Mutex
+	status int  // of the last answer
+	tooBig bool // a JSON answer past maxMessage
+}
+
+// wireWrite is a write on a call's connection: the call's own request
+// carries its parameter headers.
+type wireWrite struct {
+	*wire
+	params http.Header
+}
+
+func (w *wire) seen() (status int, tooBig bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status, w.tooBig
+}
+
+// sessionRT is the HTTP client beneath a call's own connection. A request
+// whose context carries no wireWrite (none does) passes unchanged.
+type sessionRT struct {
+	headers map[string]string // the server's configured headers
+	base    http.RoundTripper
+}
+
+func (s sessionRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	ww, _ := r.Context().Value(wireKey{}).(*wireWrite)
+	if ww == nil && len(s.headers) == 0 {
+		return s.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	h := r.Header
+	if ww != nil {
+		if ww.session != "" {
+			h["Mcp-Session-Id"] = []string{ww.session}
+		}
+		if h.Get("Mcp-Protocol-Version") == "" {
+			h["Mcp-Protocol-Version"] = []string{ww.version}
+		}
+		if r.Method == http.MethodPost {
+			for k, v := range ww.params {
+				h[k] = v
+			}
+		}
+	}
+	setHeaders(h, s.headers)
+	resp, err := s.base.RoundTrip(r)
+	if err != nil || ww == nil {
+		return resp, err
+	}
+	resp.Header.Del("Mcp-Session-Id")
+	ww.mu.Lock()
+	ww.status = resp.StatusCode
+	ww.mu.Unlock()
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "application/json" {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, w: ww.wire, left: maxMessage}
+		if resp.ContentLength > maxMessage {
+			resp.Body.(*boundedBody).left = -1
+		}
+	}
+	return resp, nil
+}
+
+// boundedBody is a JSON answer read no further than maxMessage.
+type boundedBody struct {
+	io.ReadCloser
+	w    *wire
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		b.w.mu.Lock()
+		b.w.tooBig = true
+		b.w.mu.Unlock()
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return b.Read(nil)
+	}
+	return n, err
+}
+
+// paramBinding is an argument a tool's input schema puts in a header
+// (x-mcp-header, SEP-2243): its path in the arguments and the header.
+type paramBinding struct {
+	path   []string
+	header string
+}
+
+type schemaProperty struct {
+	Header     json.RawMessage           `json:"x-mcp-header"`
+	Properties map[string]schemaProperty `json:"properties"`
+}
+
+// paramBindings reads a tool's parameter headers from its input schema;
+// nil for a tool that has none, as most do.
+func paramBindings(schema any) []paramBinding {
+	b, err := json.Marshal(schema)
+	if err != nil || !bytes.Contains(b, []byte(`"x-mcp-header"`)) {
+		return nil
+	}
+	var s schemaProperty
+	if json.Unmarshal(b, &s) != nil {
+		return nil
+	}
+	var out []paramBinding
+	var walk func(props map[string]schemaProperty, prefix []string)
+	walk = func(props map[string]schemaProperty, prefix []string) {
+		for name, p := range props {
+			path := append(append([]string(nil), prefix...), name)
+			var header string
+			if json.Unmarshal(p.Header, &header) == nil && header != "" {
+				out = append(out, paramBinding{path: path, header: header})
+			}
+			walk(p.Properties, path)
+		}
+	}
+	walk(s.Properties, nil)
+	return out
+}
+
+// paramHeaders are the headers a 2026-07-28 tools/call of a tool with
+// bindings carries: each argument present as a string, boolean or safe
+// integer, encoded as SEP-2243 says (Base64 in a =?base64?…?= wrapper
+// where the text is not plain printable ASCII).
+func paramHeaders(bindings []paramBinding, args json.RawMessage) http.Header {
+	if len(bindings) == 0 {
+		return nil
+	}
+	h := http.Header{}
+	for _, b := range bindings {
+		raw := args
+		for _, key := range b.path {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(raw, &obj) != nil {
+				raw = nil
+				break
+			}
+			raw = obj[key]
+		}
+		if v, ok := headerValue(raw); ok {
+			h["Mcp-Param-"+b.header] = []string{v}
+		}
+	}
+	return h
+}
+
+// headerValue writes one argument as a header value; false for an absent
+// or null argument, or one of a type no header carries.
+func headerValue(raw json.RawMessage) (string, bool) {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	var s string
+	switch x := v.(type) {
+	case bool:
+		return strconv.FormatBool(x), true
+	case float64:
+		const safe = 1<<53 - 1
+		if x != math.Trunc(x) || x > safe || x < -safe {
+			return "", false
+		}
+		return strconv.FormatInt(int64(x), 10), true
+	case string:
+		s = x
+	default:
+		return "", false
+	}
+	plain := s == "" || (s[0] != ' ' && s[0] != '\t' && s[len(s)-1] != ' ' && s[len(s)-1] != '\t')
+	for i := 0; plain && i < len(s); i++ {
+		plain = s[i] >= 0x20 && s[i] <= 0x7e
+	}
+	const pre, post = "=?base64?", "?="
+	if plain && !(len(s) >= len(pre)+len(post) && s[:len(pre)] == pre && s[len(s)-len(post):] == post) {
+		return s, true
+	}
+	return pre + base64.StdEncoding.EncodeToString([]byte(s)) + post, true
+}
+
+// stdioGuard reads a stdio child's output for the SDK's reader, a line at
+// a time. A line that answers a call of the hub's (its id says so) with
+// JSON nested past the SDK's bound would end the SDK's session as a broken
+// connection; it goes to the call, refused as unreadable, instead.
+// Everything else reaches the SDK as the server wrote it.
+type stdioGuard struct {
+	src     *bufio.Reader
+	pending []byte // what the SDK has yet to read of the current line
+	line    []byte // a line longer than the reader's buffer, gathered
+	refuse  func(id string, err error) bool
+}
+
+func newStdioGuard(src io.Reader, refuse func(string, error) bool) *stdioGuard {
+	return &stdioGuard{src: bufio.NewReaderSize(src, 64<<10), refuse: refuse}
+}
+
+func (g *stdioGuard) Read(p []byte) (int, error) {
+	for len(g.pending) == 0 {
+		line, err := g.next()
+		if len(line) > 0 && !g.take(line) {
+			g.pending = line
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, g.pending)
+	g.pending = g.pending[n:]
+	return n, nil
+}
+
+// next is the next line, its newline included; a line past maxMessage is
+// handed on in pieces, for the SDK to refuse as it always has.
+func (g *stdioGuard) next() ([]byte, error) {
+	chunk, err := g.src.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return chunk, err
+	}
+	g.line = append(g.line[:0], chunk...)
+	for errors.Is(err, bufio.ErrBufferFull) && len(g.line) < maxMessage {
+		chunk, err = g.src.ReadSlice('\n')
+		g.line = append(g.line, chunk...)
+	}
+	if errors.Is(err, bufio.ErrBufferFull) {
+		err = nil
+	}
+	return g.line, err
+}
+
+// take hands a call's over-deep answer to the call; false for any other
+// line.
+func (g *stdioGuard) take(line []byte) bool {
+	if !bytes.Contains(line, []byte(`"`+fastPrefix)) || depth(line) <= rawjson.MaxDepth {
+		return false
+	}
+	var id string
+	if json.Unmarshal(lenientID(line), &id) != nil || !strings.HasPrefix(id, fastPrefix) {
+		return false
+	}
+	// Kept from the SDK even where the call is no longer waiting (it was
+	// cancelled): the SDK's session made no such request.
+	g.refuse(id, &UnreadableError{Why: unreadableWhy(line)})
+	return true
+}
+
+// lenientID reads the top-level id of a response Go's decoder can read
+// (the SDK's, with its bound on nesting, could not): enough to tell whose
+// answer it was. nil when even that fails, or for a request.
+func lenientID(msg []byte) []byte {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.Method != nil {
+		return nil
+	}
+	return m.ID
+}
+
+// unreadableWhy says what is wrong with an answer the SDK cannot read.
+func unreadableWhy(msg []byte) string {
+	if d := depth(msg); d > rawjson.MaxDepth {
+		return fmt.Sprintf("JSON nested %d levels deep, past the %d the hub reads", d, rawjson.MaxDepth)
+	}
+	return "text that is not a well-formed JSON-RPC message"
+}
+
+// depth is the deepest nesting of arrays and objects in JSON, counted as
+// the SDK counts it.
+func depth(msg []byte) int {
+	d, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range msg {
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString:
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			d++
+			deepest = max(deepest, d)
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return deepest
+}
+
+// withWire is ctx for a write on a call's connection.
+func withWire(ctx context.Context, ww *wireWrite) context.Context {
+	return context.WithValue(ctx, wireKey{}, ww)
+}
