@@ -175,7 +175,7 @@ func TestServerErrorsAreSanitised_OUT1(t *testing.T) {
 	var wire *jsonrpc.Error
 	err := s.Error(fmt.Errorf("calling: %w", &jsonrpc.Error{Code: -32002, Message: "no test://x?k=hunter2hunter2",
 		Data: json.RawMessage(`{"uri":"hunter2hunter2","n":1}`)}))
-	if !errors.As(err, &wire) || wire.Code != -32002 || wire.Message != "no test://x?k="+Redacted || string(wire.Data) != `{"n":1,"uri":"[REDACTED]"}` {
+	if !errors.As(err, &wire) || wire.Code != -32002 || wire.Message != "no test://x?k="+Redacted || string(wire.Data) != `{"uri":"[REDACTED]","n":1}` {
 		t.Errorf("wire error: %#v", err)
 	}
 	err = s.Error(&jsonrpc.Error{Code: 1, Message: "a\x00", Data: json.RawMessage(`not json hunter2hunter2`)})

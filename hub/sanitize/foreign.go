@@ -40,22 +40,3 @@ func ForeignMetaKey(key string) string {
 	}
 	return key
 }
-
-// renameForeign applies ForeignMetaKey to the keys of m in place. Every
-// renamed key is moved before any is set: a key renamed to the name of
-// another renamed key must not overwrite it before it moves on.
-func renameForeign(m map[string]any) {
-	var moved map[string]any
-	for k, v := range m {
-		if nk := ForeignMetaKey(k); nk != k {
-			if moved == nil {
-				moved = map[string]any{}
-			}
-			moved[nk] = v
-			delete(m, k)
-		}
-	}
-	for k, v := range moved {
-		m[k] = v
-	}
-}

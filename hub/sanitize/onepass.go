@@ -41,7 +41,7 @@ type OnePass struct {
 // AppendJSON appends the whole result object.
 func (op OnePass) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"content":`...)
-	if op.Content == nil {
+	if len(op.Content) == 0 {
 		dst = append(dst, "[]"...)
 	}
 	dst = append(dst, op.Content...)
@@ -172,7 +172,7 @@ func (w *walker) result(raw []byte, rewrite Rewrite) (OnePass, error) {
 			case "content":
 				op.Content, end, err = w.walkShape(op.Content[:0], raw, valAt, 1, resultContents)
 				if string(op.Content) == "null" {
-					op.Content = op.Content[:0]
+					op.Content = nil
 				}
 				return end, err
 			case "structuredContent":

@@ -29,6 +29,7 @@ var onePassCases = []struct {
 	{name: "empty content", raw: `{"content":[]}`, want: `{"content":[]}`},
 	{name: "no content", raw: `{"structuredContent":{}}`, want: `{"content":[],"structuredContent":{}}`},
 	{name: "null result", raw: `null`, want: `{"content":[]}`},
+	{name: "null content", raw: `{"content":null,"isError":null,"_meta":null,"resultType":null}`, want: `{"content":[]}`},
 	{name: "escapes read", raw: `{"content":[{"type":"text","text":"line one\nline two \"quoted\" \u00e9 \ud83d\ude00 \/"}]}`,
 		want: `{"content":[{"type":"text","text":"line one\nline two \"quoted\" é 😀 /"}]}`},
 	{name: "control stripped", raw: `{"content":[{"type":"text","text":"\u001b[31mred\u001b[0m and \u007f del"}]}`,

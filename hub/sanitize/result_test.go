@@ -209,7 +209,7 @@ func TestResultRejectsBinaryText_OUT1(t *testing.T) {
 		{
 			"raw JSON with invalid UTF-8",
 			&mcp.CallToolResult{StructuredContent: json.RawMessage("{\"data\":\"\xff\"}")},
-			"the tool's result held binary data in its structured content (invalid UTF-8 at byte 9); binary data must be sent as image, audio or blob resource content",
+			"the tool's result held binary data in its structured content at $.data (invalid UTF-8 at byte 0); binary data must be sent as image, audio or blob resource content",
 		},
 		{
 			"typed struct field with invalid UTF-8",
@@ -219,7 +219,7 @@ func TestResultRejectsBinaryText_OUT1(t *testing.T) {
 		{
 			"custom marshaler emitting invalid UTF-8",
 			&mcp.CallToolResult{StructuredContent: map[string]any{"v": rawMarshaler("\"\xff\"")}},
-			"the tool's result held binary data in its structured content at $.v (invalid UTF-8 at byte 1); binary data must be sent as image, audio or blob resource content",
+			"the tool's result held binary data in its structured content at $.v (invalid UTF-8 at byte 0); binary data must be sent as image, audio or blob resource content",
 		},
 		{
 			"path keys written as identifiers only where they are one",
@@ -383,10 +383,15 @@ func TestResultEdgeCases_OUT1(t *testing.T) {
 	if err != nil || out.Content != nil || out.StructuredContent != nil || out.Meta != nil {
 		t.Errorf("empty result: %+v, %v", out, err)
 	}
+	// A nil item is written as null, which no client can read.
 	var nilText *mcp.TextContent
-	out, err = s.Result(&mcp.CallToolResult{Content: []mcp.Content{nil, nilText, &mcp.EmbeddedResource{}}})
-	if err != nil || out.Content[0] != nil || out.Content[1] != mcp.Content(nilText) {
-		t.Errorf("nil items: %+v, %v", out, err)
+	for _, item := range []mcp.Content{nil, nilText} {
+		if _, err = s.Result(&mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{}, item}}); !errors.Is(err, ErrMalformed) {
+			t.Errorf("nil item %#v: %v", item, err)
+		}
+	}
+	if out, err = s.Result(&mcp.CallToolResult{Content: []mcp.Content{&mcp.EmbeddedResource{}}}); err != nil || len(out.Content) != 1 {
+		t.Errorf("an embedded resource with no resource: %+v, %v", out, err)
 	}
 	// Typed structured content that cannot be encoded is refused.
 	_, err = s.Result(&mcp.CallToolResult{StructuredContent: map[string]any{"f": func() {}}})

@@ -137,12 +137,10 @@ func (w *walker) walkShape(dst, in []byte, i, depth int, sh *shape) ([]byte, int
 			return nil, 0, malformed("the number %s does not fit its member", in[i:end])
 		}
 		return append(dst, in[i:end]...), end, nil
-	case kObject:
+	case kObject, kMap:
 		return w.object(dst, in, i, depth+1, sh)
 	case kArray, kContents:
 		return w.array(dst, in, i, depth+1, sh)
-	case kMap:
-		return w.mapOf(dst, in, i, depth+1, sh)
 	case kContent, kContentOrList:
 		if c == '[' && sh.kind == kContentOrList {
 			return w.array(dst, in, i, depth+1, sh)
@@ -173,7 +171,12 @@ func what(c byte) string {
 	return "not JSON"
 }
 
-func deep(depth int) error {
+// opening checks that in[i] opens the container a shape wants (open),
+// within the SDK's bound on nesting; name says what it is for an error.
+func opening(in []byte, i, depth int, open byte, name string) error {
+	if in[i] != open {
+		return malformed("%s is %s", name, what(in[i]))
+	}
 	if depth > maxDepth {
 		return malformed("it nests deeper than %d levels", maxDepth)
 	}
@@ -198,10 +201,7 @@ func (sh *shape) field(key string) *field {
 // object walks an object of named fields. Keys are matched exactly, as
 // the SDK's decoder matches them.
 func (w *walker) object(dst, in []byte, i, depth int, sh *shape) ([]byte, int, error) {
-	if in[i] != '{' {
-		return nil, 0, malformed("an object member is %s", what(in[i]))
-	}
-	if err := deep(depth); err != nil {
+	if err := opening(in, i, depth, '{', "an object member"); err != nil {
 		return nil, 0, err
 	}
 	dst = append(dst, '{')
@@ -212,19 +212,30 @@ func (w *walker) object(dst, in []byte, i, depth int, sh *shape) ([]byte, int, e
 			return 0, err
 		}
 		f := sh.field(key)
-		if f == nil && !sh.keepUnknown {
+		if f == nil && !sh.keepUnknown && sh.kind != kMap {
 			return w.skip(in, valAt, depth)
 		}
 		if n > 0 {
 			dst = append(dst, ',')
 		}
+		n++
 		var end int
 		if f == nil {
-			if dst, err = w.keyText(dst, in, keyAt); err != nil {
+			if sh.kind == kMap {
+				// The key is the server's id for the entry: protocol
+				// state, passed as it came.
+				dst, _, err = w.walkShape(dst, in, keyAt, depth, stringShape)
+			} else {
+				dst, err = w.keyText(dst, in, keyAt)
+			}
+			if err != nil {
 				return 0, err
 			}
-			dst, end, err = w.walkShape(append(dst, ':'), in, valAt, depth, &freeShape)
-			if err != nil {
+			val := &freeShape
+			if sh.elem != nil {
+				val = sh.elem
+			}
+			if dst, end, err = w.walkShape(append(dst, ':'), in, valAt, depth, val); err != nil {
 				return 0, w.underKey(err, in, keyAt, false)
 			}
 		} else {
@@ -233,7 +244,6 @@ func (w *walker) object(dst, in []byte, i, depth int, sh *shape) ([]byte, int, e
 				return 0, frame(err, f.where)
 			}
 		}
-		n++
 		return end, nil
 	})
 	if err != nil {
@@ -254,10 +264,7 @@ func (w *walker) skip(in []byte, i, depth int) (int, error) {
 }
 
 func (w *walker) array(dst, in []byte, i, depth int, sh *shape) ([]byte, int, error) {
-	if in[i] != '[' {
-		return nil, 0, malformed("an array member is %s", what(in[i]))
-	}
-	if err := deep(depth); err != nil {
+	if err := opening(in, i, depth, '[', "an array member"); err != nil {
 		return nil, 0, err
 	}
 	dst = append(dst, '[')
@@ -281,36 +288,6 @@ func (w *walker) array(dst, in []byte, i, depth int, sh *shape) ([]byte, int, er
 		return nil, 0, err
 	}
 	return append(dst, ']'), end, nil
-}
-
-func (w *walker) mapOf(dst, in []byte, i, depth int, sh *shape) ([]byte, int, error) {
-	if in[i] != '{' {
-		return nil, 0, malformed("an object member is %s", what(in[i]))
-	}
-	if err := deep(depth); err != nil {
-		return nil, 0, err
-	}
-	dst = append(dst, '{')
-	n := 0
-	end, err := members(in, i, func(keyAt, valAt int) (int, error) {
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		n++
-		// The key is the server's id for the entry: protocol state.
-		var err error
-		var end int
-		if dst, _, err = w.walkShape(dst, in, keyAt, depth, &shape{kind: kString}); err != nil {
-			return 0, err
-		}
-		dst = append(dst, ':')
-		dst, end, err = w.walkShape(dst, in, valAt, depth, sh.elem)
-		return end, w.underKey(err, in, keyAt, false)
-	})
-	if err != nil {
-		return nil, 0, frame(err, sh.noun)
-	}
-	return append(dst, '}'), end, nil
 }
 
 // Content types, as the SDK reads them, and what an error calls each.
@@ -369,10 +346,7 @@ func nounAt(noun string, n int) string {
 // (a text item's data must still be base64) and keeps those of its type;
 // its type is the last "type" member, which servers write first.
 func (w *walker) item(dst, in []byte, i, depth int, sh *shape, idx int) ([]byte, int, error) {
-	if in[i] != '{' {
-		return nil, 0, malformed("a content item is %s", what(in[i]))
-	}
-	if err := deep(depth); err != nil {
+	if err := opening(in, i, depth, '{', "a content item"); err != nil {
 		return nil, 0, err
 	}
 	typ, first, err := w.firstType(in, i)
@@ -507,10 +481,7 @@ func (w *walker) itemAs(dst, in []byte, i, depth int, sh *shape, idx int, typ st
 // inputRequest walks a request for input a result carries: its params by
 // its method, as the SDK reads them.
 func (w *walker) inputRequest(dst, in []byte, i, depth int, sh *shape) ([]byte, int, error) {
-	if in[i] != '{' {
-		return nil, 0, malformed("an input request is %s", what(in[i]))
-	}
-	if err := deep(depth); err != nil {
+	if err := opening(in, i, depth, '{', "an input request"); err != nil {
 		return nil, 0, err
 	}
 	method := ""

@@ -20,6 +20,21 @@ var (
 	textsShape      = &shape{kind: kArray, elem: textShape}
 )
 
+// fieldNouns are how an error names a text field of a part of a message.
+var fieldNouns = map[string]string{
+	"uri": "the URI", "uriTemplate": "the URI template", "mimeType": "the MIME type", "text": "the text",
+	"name": "the name", "title": "the title", "description": "the description",
+}
+
+// texts are text fields of a part of a message, named as fieldNouns says.
+func texts(keys ...string) []field {
+	fields := make([]field, len(keys))
+	for i, k := range keys {
+		fields[i] = field{key: k, sh: textShape, where: fieldNouns[k] + " of {}"}
+	}
+	return fields
+}
+
 // metaField is a message's own _meta.
 var metaField = field{key: "_meta", sh: metaShape, where: "its _meta"}
 
@@ -42,13 +57,9 @@ var iconsShape = &shape{kind: kArray, elem: &shape{kind: kObject, fields: []fiel
 // resourceShape is a resource's contents, embedded in a result or answered
 // to a read: one rule, so a resource reads the same either way. Its blob
 // is binary by type and passes as it came.
-var resourceShape = &shape{kind: kObject, fields: []field{
-	{key: "uri", sh: textShape, where: "the URI of {}"},
-	{key: "mimeType", sh: textShape, where: "the MIME type of {}"},
-	{key: "text", sh: textShape, where: "the text of {}"},
-	{key: "blob", sh: binaryShape},
-	{key: "_meta", sh: metaShape, where: "the resource _meta of {}"},
-}}
+var resourceShape = &shape{kind: kObject, fields: append(texts("uri", "mimeType", "text"),
+	field{key: "blob", sh: binaryShape},
+	field{key: "_meta", sh: metaShape, where: "the resource _meta of {}"})}
 
 const (
 	// ctResult are the content types a tool's result may pass on.
@@ -106,16 +117,20 @@ func init() {
 // linkFields are what a resource link in a result and a listed resource
 // share: what a client reads of a resource before reading it.
 func linkFields(uri string) []field {
-	return []field{
-		{key: uri, sh: textShape, where: "the URI of {}"},
-		{key: "name", sh: textShape, where: "the name of {}"},
-		{key: "title", sh: textShape, where: "the title of {}"},
-		{key: "description", sh: textShape, where: "the description of {}"},
-		{key: "mimeType", sh: textShape, where: "the MIME type of {}"},
-		{key: "annotations", sh: annotationsShape, where: "the annotations of {}"},
-		{key: "icons", sh: iconsShape, where: "the icons of {}"},
-		itemMeta,
-	}
+	return append(texts(uri, "name", "title", "description", "mimeType"),
+		field{key: "annotations", sh: annotationsShape, where: "the annotations of {}"},
+		iconsField, itemMeta)
+}
+
+var iconsField = field{key: "icons", sh: iconsShape, where: "the icons of {}"}
+
+// resultState is what a result of a request, beside a tool's, carries of
+// the protocol: its _meta, requests for input, and state the client
+// echoes.
+var resultState = []field{
+	metaField,
+	{key: "inputRequests", sh: inputRequestsShape, where: "its input requests"},
+	{key: "requestState", sh: stringShape},
 }
 
 // message is the shape of a message the hub sanitises from Go values.
@@ -164,31 +179,18 @@ var (
 		"sampling/createMessage": createMessageShape,
 		"roots/list":             message("", metaField),
 	}}}
-	readResourceShape = message("",
-		field{key: "contents", sh: arrayOf("resource contents item %d", resourceShape)},
-		metaField,
-		field{key: "inputRequests", sh: inputRequestsShape, where: "its input requests"},
-		field{key: "requestState", sh: stringShape})
-	getPromptShape = message("",
-		field{key: "description", sh: textShape, where: "its description"},
-		field{key: "messages", sh: arrayOf("message %d", message("",
+	readResourceShape = message("", append([]field{
+		{key: "contents", sh: arrayOf("resource contents item %d", resourceShape)}}, resultState...)...)
+	getPromptShape = message("", append([]field{
+		{key: "description", sh: textShape, where: "its description"},
+		{key: "messages", sh: arrayOf("message %d", message("",
 			field{key: "role", sh: textShape, where: "the role of {}"},
-			field{key: "content", sh: promptContent}))},
-		metaField,
-		field{key: "inputRequests", sh: inputRequestsShape, where: "its input requests"},
-		field{key: "requestState", sh: stringShape})
+			field{key: "content", sh: promptContent}))}}, resultState...)...)
 	listedResourceShape = message("its resource", linkFields("uri")...)
 	templateShape       = message("its template", linkFields("uriTemplate")...)
-	listedPromptShape   = message("its prompt",
-		field{key: "name", sh: textShape, where: "the name of {}"},
-		field{key: "title", sh: textShape, where: "the title of {}"},
-		field{key: "description", sh: textShape, where: "the description of {}"},
-		field{key: "arguments", sh: arrayOf("argument %d of its prompt", message("",
-			field{key: "name", sh: textShape, where: "the name of {}"},
-			field{key: "title", sh: textShape, where: "the title of {}"},
-			field{key: "description", sh: textShape, where: "the description of {}"}))},
-		field{key: "icons", sh: iconsShape, where: "the icons of {}"},
-		itemMeta)
+	listedPromptShape   = message("its prompt", append(texts("name", "title", "description"),
+		field{key: "arguments", sh: arrayOf("argument %d of its prompt", message("", texts("name", "title", "description")...))},
+		iconsField, itemMeta)...)
 	completeShape = message("",
 		field{key: "completion", sh: message("",
 			field{key: "values", sh: arrayOf("value %d", textShape)})},
@@ -196,14 +198,10 @@ var (
 	resourceUpdatedShape = message("",
 		field{key: "uri", sh: textShape, where: "its URI"},
 		metaField)
-	listedToolShape = message("its tool",
-		field{key: "name", sh: textShape, where: "the name of {}"},
-		field{key: "title", sh: textShape, where: "the title of {}"},
-		field{key: "description", sh: textShape, where: "the description of {}"},
+	listedToolShape = message("its tool", append(texts("name", "title", "description"),
 		field{key: "annotations", sh: message("",
 			field{key: "title", sh: textShape, where: "the title of its tool's annotations"})},
 		field{key: "inputSchema", sh: freeShapeP, where: "the input schema of {}"},
 		field{key: "outputSchema", sh: freeShapeP, where: "the output schema of {}"},
-		field{key: "icons", sh: iconsShape, where: "the icons of {}"},
-		itemMeta)
+		iconsField, itemMeta)...)
 )

@@ -356,6 +356,9 @@ func scalarEnd(in []byte, i int) (int, error) {
 // text a client reads differs (a key so changed may now equal another).
 func (w *walker) fstring(in []byte, i int, f *freeBuf, key, renameKey bool) (end int, changed bool, err error) {
 	end, text, repaired, err := w.readString(in, i)
+	if e, ok := err.(*ruleError); ok {
+		e.key = key
+	}
 	if err != nil || w.check {
 		return end, false, err
 	}
@@ -379,8 +382,8 @@ func (w *walker) fstring(in []byte, i int, f *freeBuf, key, renameKey bool) (end
 }
 
 func (w *walker) fobject(in []byte, i, depth int, f *freeBuf, renameKeys bool) (int, error) {
-	if depth > maxDepth {
-		return 0, malformed("it nests deeper than %d levels", maxDepth)
+	if err := opening(in, i, depth, '{', "an object"); err != nil {
+		return 0, err
 	}
 	start := i
 	keysChanged := false
@@ -429,18 +432,26 @@ func members(in []byte, i int, fn func(keyAt, valAt int) (int, error)) (int, err
 		if err != nil {
 			return 0, err
 		}
-		if i = rawjson.WS(in, end); i >= len(in) {
-			return 0, errSyntax
-		}
-		switch in[i] {
-		case ',':
-			i = rawjson.WS(in, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return 0, errSyntax
+		var done bool
+		if i, done, err = afterItem(in, end, '}'); done || err != nil {
+			return i, err
 		}
 	}
+}
+
+// afterItem reads what follows a member or element ending at end: a comma
+// and where the next one starts, or the closing bracket and where the
+// container ends.
+func afterItem(in []byte, end int, closing byte) (next int, done bool, err error) {
+	i := rawjson.WS(in, end)
+	switch {
+	case i >= len(in):
+	case in[i] == ',':
+		return rawjson.WS(in, i+1), false, nil
+	case in[i] == closing:
+		return i + 1, true, nil
+	}
+	return 0, false, errSyntax
 }
 
 // elements calls fn with where each element of the array at in[i] starts;
@@ -458,23 +469,16 @@ func elements(in []byte, i int, fn func(n, at int) (int, error)) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if i = rawjson.WS(in, end); i >= len(in) {
-			return 0, errSyntax
-		}
-		switch in[i] {
-		case ',':
-			i = rawjson.WS(in, i+1)
-		case ']':
-			return i + 1, nil
-		default:
-			return 0, errSyntax
+		var done bool
+		if i, done, err = afterItem(in, end, ']'); done || err != nil {
+			return i, err
 		}
 	}
 }
 
 func (w *walker) farray(in []byte, i, depth int, f *freeBuf) (int, error) {
-	if depth > maxDepth {
-		return 0, malformed("it nests deeper than %d levels", maxDepth)
+	if err := opening(in, i, depth, '[', "an array"); err != nil {
+		return 0, err
 	}
 	return elements(in, i, func(n, at int) (int, error) {
 		end, err := w.fvalue(in, at, depth, f, false)
