@@ -1,55 +1,47 @@
-// Command crewlet runs the Crewlet hub and its tools.
+// Command crewlet runs the Crewlet hub and its tools. `crewlet --help`
+// lists every command with all its flags; `crewlet COMMAND --help` says
+// what each flag does.
 //
-//	crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [--max-conns N] [--tls-cert FILE --tls-key FILE] [--metrics-listen ADDR] [-debug]
-//	crewlet tracker-mcp | knowledge-mcp | artifacts-mcp [flags]   (one first-party server on its own)
-//	crewlet config check FILE
-//	crewlet secrets set NAME   (value on stdin)
+//	crewlet serve [flags]                      the hub (its fleet flags join a fleet)
+//	crewlet tracker-mcp | knowledge-mcp | artifacts-mcp [flags]   one first-party server on its own
+//	crewlet config check [--data-dir DIR] FILE
+//	crewlet config default
+//	crewlet config import [--store-secrets] [--data-dir DIR] FILE
+//	crewlet secrets set|delete [--data-dir DIR] NAME   (set reads the value on stdin)
+//	crewlet secrets list [--data-dir DIR]
 package main
 
 import (
-	"fmt"
 	"log/slog"
 	"os"
+
+	"github.com/crewlet/hub/cmd/internal/cli"
 )
 
-const usage = `usage:
-  crewlet serve [--config FILE] [--listen ADDR] [--data-dir DIR] [--session-idle DURATION] [--max-conns N] [--tls-cert FILE --tls-key FILE] [--metrics-listen ADDR] [-debug]
-  crewlet tracker-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
-  crewlet knowledge-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
-  crewlet artifacts-mcp [--http ADDR] [--data-dir DIR] [--config FILE] [--as HANDLE]
-  crewlet config check FILE
-  crewlet config default
-  crewlet config import FILE [--store-secrets] [--data-dir DIR]   (Claude Desktop, Cursor or VS Code MCP config)
-  crewlet secrets set NAME [--data-dir DIR]   (value on stdin)
-  crewlet secrets delete NAME [--data-dir DIR]
-  crewlet secrets list [--data-dir DIR]`
+func main() { os.Exit(cli.Main(commands(), os.Args[1:], os.Stdout, os.Stderr)) }
 
-func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, usage)
-		os.Exit(2)
-	}
-	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; {
-	case cmd == "serve":
-		err = serveCmd(args)
-	case cmd == "config" && len(args) == 2 && args[0] == "check":
-		os.Exit(configCheck(args[1]))
-	case standaloneServers[cmd].Name != "":
-		err = runStandalone(standaloneServers[cmd], args)
-	case cmd == "secrets":
-		err = secretsCmd(args)
-	case cmd == "config" && len(args) >= 1 && args[0] == "import":
-		os.Exit(configImport(args[1:]))
-	case cmd == "config" && len(args) == 1 && args[0] == "default":
-		err = printDefault()
-	default:
-		fmt.Fprintln(os.Stderr, usage)
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "crewlet:", err)
-		os.Exit(1)
+// commands is every command of the binary, the one place they are
+// listed: the usage, the dispatch and the tests of both read it.
+func commands() *cli.Command {
+	return &cli.Command{
+		Name:    "crewlet",
+		Summary: "Crewlet's MCP hub: every tool of a company's people and AI seats behind one endpoint.",
+		Subs: []*cli.Command{
+			serveCommand(),
+			standaloneCommand("tracker-mcp"),
+			standaloneCommand("knowledge-mcp"),
+			standaloneCommand("artifacts-mcp"),
+			{
+				Name:    "config",
+				Summary: "Read, check and write company files.",
+				Subs:    []*cli.Command{configCheckCommand(), configDefaultCommand(), configImportCommand()},
+			},
+			{
+				Name:    "secrets",
+				Summary: "The hub's secret store, which ${VAR} references resolve from before the environment.",
+				Subs:    []*cli.Command{secretsSetCommand(), secretsDeleteCommand(), secretsListCommand()},
+			},
+		},
 	}
 }
 

@@ -12,64 +12,76 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/crewlet/hub/cmd/internal/cli"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/serve"
 	"github.com/crewlet/hub/servers/state"
 )
 
-// serveCmd is `crewlet serve`: flags, signals, and serve.Run.
-func serveCmd(args []string) error {
+// fleetFlagNames are serve's flags that make the node one of a fleet,
+// listed apart in its usage.
+var fleetFlagNames = []string{"node", "cluster-listen", "cluster-peers", "cluster-advertise", "nats", "nats-creds", "replicas", "lease-ttl", "heartbeat"}
+
+// serveCommand is `crewlet serve`: flags, signals, and serve.Run.
+func serveCommand() *cli.Command {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	cfgPath := fs.String("config", "", "company file (YAML); without one the embedded default company runs")
-	listen := fs.String("listen", "127.0.0.1:8420", "address to listen on; port 0 picks a free one")
-	dataDir := fs.String("data-dir", "./.crewlet", "where the hub keeps its data")
+	cfgPath := fs.String("config", "", "company `FILE` (YAML); without one the embedded default company runs")
+	listen := fs.String("listen", "127.0.0.1:8420", "`ADDR` to listen on; port 0 picks a free one")
+	dataDir := fs.String("data-dir", serve.DefaultDataDir, "the `DIR` the hub keeps its data in")
 	debug := fs.Bool("debug", false, "log at debug level")
-	node := fs.String("node", "", "this node's name in a fleet (with --cluster-listen or --nats)")
-	clusterListen := fs.String("cluster-listen", "", "join a fleet: the embedded NATS server's route address (host:port)")
-	clusterPeers := fs.String("cluster-peers", "", "the other nodes' route addresses, comma-separated")
-	clusterAdvertise := fs.String("cluster-advertise", "", "the route address peers reach this node at, when not --cluster-listen")
-	natsURL := fs.String("nats", "", "join a fleet through an operator's NATS (comma-separated URLs); no embedded server")
-	natsCreds := fs.String("nats-creds", "", "a NATS credentials file for --nats")
+	node := fs.String("node", "", "this node's `NAME` in a fleet (with --cluster-listen or --nats)")
+	clusterListen := fs.String("cluster-listen", "", "join a fleet: the embedded NATS server's route address (`ADDR`, host:port)")
+	clusterPeers := fs.String("cluster-peers", "", "the other nodes' route `ADDRS`, comma-separated")
+	clusterAdvertise := fs.String("cluster-advertise", "", "the route address (`ADDR`) peers reach this node at, when not --cluster-listen")
+	natsURL := fs.String("nats", "", "join a fleet through an operator's NATS (comma-separated `URLS`); no embedded server")
+	natsCreds := fs.String("nats-creds", "", "a NATS credentials `FILE` for --nats")
 	replicas := fs.Int("replicas", 0, "copies of the log and buckets a fleet keeps (default 3, or the nodes an embedded fleet has if fewer)")
 	leaseTTL := fs.Duration("lease-ttl", state.DefaultLeaseTTL, "how long a seat's lease lives without a renewal (whole seconds)")
 	heartbeat := fs.Duration("heartbeat", state.DefaultHeartbeat, "how often a node of a fleet renews its leases and publishes its heartbeat")
 	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
 	maxConns := fs.Int("max-conns", 0, "serve at most this many HTTP connections at once (each 2025 session's event stream holds one); 0: 512")
-	tlsCert := fs.String("tls-cert", "", "serve HTTPS (HTTP/2 included) with this certificate (PEM); with --tls-key; re-read on SIGHUP")
-	tlsKey := fs.String("tls-key", "", "the private key (PEM) of --tls-cert")
-	metricsListen := fs.String("metrics-listen", "", "also serve GET /metrics on this address, without a token (the operator listener serves it behind the token)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS (HTTP/2 included) with this certificate `FILE` (PEM); with --tls-key; re-read on SIGHUP")
+	tlsKey := fs.String("tls-key", "", "the private key `FILE` (PEM) of --tls-cert")
+	metricsListen := fs.String("metrics-listen", "", "also serve GET /metrics on this `ADDR`, without a token (the operator listener serves it behind the token)")
+	return &cli.Command{
+		Name:    "serve",
+		Flags:   fs,
+		Groups:  []cli.FlagGroup{{Title: "fleet flags (a node of a fleet: --node with --cluster-listen or --nats)", Names: fleetFlagNames}},
+		Summary: "Run the hub: the company, its first-party servers and seats, the operator surface at /operator/mcp.",
+		Run: func([]string) error {
+			fleet, err := fleetFlags(fleetArgs{node: *node, listen: *clusterListen, peers: *clusterPeers, advertise: *clusterAdvertise,
+				nats: *natsURL, creds: *natsCreds, replicas: *replicas, leaseTTL: *leaseTTL, heartbeat: *heartbeat, set: setFlags(fs)})
+			if err != nil {
+				// Flags that do not go together are a command line to
+				// fix, said with the usage, as an unknown flag is.
+				return cli.UsageError{Msg: err.Error()}
+			}
+			// The hub holds little memory but allocates with every request (each
+			// message the SDK parses on the paths it still serves, buffers for
+			// calls); a higher GC target trades a little heap for much less
+			// collection. GOGC, when set, wins.
+			if os.Getenv("GOGC") == "" {
+				runtimedebug.SetGCPercent(400)
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			return serve.Run(ctx, serve.Options{
+				ConfigFile:    *cfgPath,
+				Listen:        *listen,
+				DataDir:       *dataDir,
+				Logger:        newLogger(*debug),
+				Reload:        hup,
+				SessionIdle:   *sessionIdle,
+				MetricsListen: *metricsListen,
+				HTTP:          serve.HTTPLimits{MaxConns: *maxConns},
+				TLS:           serve.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey},
+				Fleet:         fleet,
+			})
+		},
 	}
-	fleet, err := fleetFlags(fleetArgs{node: *node, listen: *clusterListen, peers: *clusterPeers, advertise: *clusterAdvertise,
-		nats: *natsURL, creds: *natsCreds, replicas: *replicas, leaseTTL: *leaseTTL, heartbeat: *heartbeat, set: setFlags(fs)})
-	if err != nil {
-		return err
-	}
-	// The hub holds little memory but allocates with every request (each
-	// message the SDK parses on the paths it still serves, buffers for
-	// calls); a higher GC target trades a little heap for much less
-	// collection. GOGC, when set, wins.
-	if os.Getenv("GOGC") == "" {
-		runtimedebug.SetGCPercent(400)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	return serve.Run(ctx, serve.Options{
-		ConfigFile:    *cfgPath,
-		Listen:        *listen,
-		DataDir:       *dataDir,
-		Logger:        newLogger(*debug),
-		Reload:        hup,
-		SessionIdle:   *sessionIdle,
-		MetricsListen: *metricsListen,
-		HTTP:          serve.HTTPLimits{MaxConns: *maxConns},
-		TLS:           serve.TLSFiles{CertFile: *tlsCert, KeyFile: *tlsKey},
-		Fleet:         fleet,
-	})
 }
 
 // fleetArgs are the fleet's flags as given.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"flag"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/crewlet/hub/artifacts-mcp"
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/cmd/internal/cli"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/serve"
 	"github.com/crewlet/hub/knowledge-mcp"
@@ -24,12 +26,23 @@ var standaloneServers = map[string]standalone.Server{
 	"artifacts-mcp": artifacts.Standalone,
 }
 
-// runStandalone runs one first-party server on its own
-// (servers/standalone).
-func runStandalone(srv standalone.Server, args []string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return standalone.Run(ctx, srv, args, standalone.Options{Directory: companyDirectory, Embedder: companyEmbedder})
+// standaloneCommand is `crewlet tracker-mcp` and its siblings: one
+// first-party server on its own (servers/standalone).
+func standaloneCommand(name string) *cli.Command {
+	srv := standaloneServers[name]
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	args := standalone.Flags(fs, srv.Name)
+	return &cli.Command{
+		Name:  name,
+		Flags: fs,
+		Summary: "Run the " + srv.Name + " server on its own, over stdio (or streamable HTTP with --http), " +
+			"for any MCP client; $CREWLET_TRUSTED_CALLER or --as says who calls.",
+		Run: func([]string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return standalone.Serve(ctx, srv, *args, standalone.Options{Directory: companyDirectory, Embedder: companyEmbedder})
+		},
+	}
 }
 
 // companyEmbedder is the company file's embeddings model, its variables

@@ -1,47 +1,48 @@
 package serve
 
 import (
-	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/secrets"
 )
 
-// CheckFile reports every problem of a company file on w and returns the
-// exit code `crewlet config check` ends with: 1 for a document the hub
-// would refuse. Unresolved credentials are a property of the machine, not
-// of the document: said, not failed, so a file can be checked in CI
-// without its secrets.
-func CheckFile(stdout, stderr io.Writer, path string, env config.Lookup) int {
+// CheckFile reports every problem of a company file and returns the exit
+// code `crewlet config check` ends with: 1 for a document the hub would
+// refuse, and 1 for a document a hub started with it, on data directory
+// dataDir in this environment (env), would meet problems with (Preflight:
+// a ${VAR} neither the secret store nor env holds, a TLS pair that does
+// not load). It reads the secret store, never writes it: a data directory
+// that does not exist yet holds nothing.
+func CheckFile(stdout, stderr io.Writer, path, dataDir string, env config.Lookup) int {
 	c, err := config.Load(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	generated := c.UsesGeneratedToken()
-	if _, err := c.OperatorTokens(env); err != nil {
-		var v config.Violations
-		if errors.As(err, &v) {
-			for _, line := range v {
-				// The generated token is the hub's to make, not the
-				// environment's to carry.
-				if generated && strings.Contains(line, config.OperatorTokenVar) {
-					continue
-				}
-				fmt.Fprintln(stderr, "warning (this environment):", line)
+	lookup := env
+	if _, err := os.Stat(dataDir); err == nil {
+		store, err := secrets.Open(dataDir)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: the secret store: %v\n", dataDir, err)
+			return 1
+		}
+		lookup = func(name string) (string, bool) {
+			if v, ok := store.Lookup(name); ok {
+				return v, true
 			}
+			return env(name)
 		}
 	}
-	spec, hasModel, err := c.Embeddings(env)
-	var v config.Violations
-	if errors.As(err, &v) {
-		for _, line := range v {
-			fmt.Fprintln(stderr, "warning (this environment):", line)
-		}
+	problems := Preflight(c, Start{ConfigFile: path, DataDir: dataDir, Env: lookup})
+
+	if len(problems) == 0 {
+		fmt.Fprintf(stdout, "%s: ok (%d units, %d MCP servers)\n", path, len(c.Units), len(c.MCPServers))
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d units, %d MCP servers)\n", path, len(c.Units), len(c.MCPServers))
+	spec, hasModel, err := c.Embeddings(lookup)
 	switch {
 	case !hasModel:
 		fmt.Fprintln(stdout, "  search: keyword only (no models.embeddings)")
@@ -55,7 +56,19 @@ func CheckFile(stdout, stderr io.Writer, path string, env config.Lookup) int {
 			"  keeps it in DATA_DIR/%s (mode 0600) and prints where it is; $%s, when set, is used instead\n",
 			TokenFile, config.OperatorTokenVar)
 	}
-	return 0
+	if len(problems) == 0 {
+		return 0
+	}
+	noun := "problems"
+	if len(problems) == 1 {
+		noun = "problem"
+	}
+	fmt.Fprintf(stderr, "%s: the document is sound, but a hub started on it with data directory %s and this environment would meet %d %s:\n",
+		path, dataDir, len(problems), noun)
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "  - %s\n", strings.ReplaceAll(p.Text, "\n", "\n    "))
+	}
+	return 1
 }
 
 // Default writes the embedded company, for a person to copy.

@@ -100,9 +100,13 @@ models:
 		t.Fatalf("the log does not say which model search uses:\n%s", logs.String())
 	}
 
+	// Without the key here, config check says search waits for it, and
+	// fails naming it (issue 29): a hub started here would rank by
+	// keyword only.
 	var stdout, stderr bytes.Buffer
-	if code := CheckFile(&stdout, &stderr, cfg, func(string) (string, bool) { return "", false }); code != 0 ||
-		!strings.Contains(stdout.String(), "keyword and meaning (bag-of-concepts)") || !strings.Contains(stderr.String(), "LOCAL_API_KEY") {
+	if code := CheckFile(&stdout, &stderr, cfg, t.TempDir(), func(string) (string, bool) { return "", false }); code != 1 ||
+		!strings.Contains(stdout.String(), "keyword and meaning (bag-of-concepts) once its provider's variables are set") ||
+		!strings.Contains(stderr.String(), "${LOCAL_API_KEY}") || !strings.Contains(stderr.String(), "search would rank by keyword only") {
 		t.Fatalf("config check: %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 }

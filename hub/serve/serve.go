@@ -118,6 +118,12 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	// What `config check` reports, checked before anything starts: a
+	// problem the node cannot run with stops it here, named as the check
+	// names it; the others cost only their part, which says so itself.
+	if err := refusals(Preflight(company, Start{ConfigFile: o.ConfigFile, DataDir: o.DataDir, TLS: o.TLS, Env: src.env})); err != nil {
+		return err
+	}
 	var fleet *fleetConn
 	if o.Fleet != nil {
 		if fleet, err = joinFleet(ctx, o.DataDir, o.Fleet, log); err != nil {

@@ -132,7 +132,7 @@ func TestRunEmbeddedCompanyTakesTheEnvironmentsToken(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 	cfg := hubtest.NewCompany().Server(`{name: ghost, command: x}`).Write(t)
-	if code := CheckFile(&stdout, &stderr, cfg, func(string) (string, bool) { return "", false }); code != 0 ||
+	if code := CheckFile(&stdout, &stderr, cfg, t.TempDir(), func(string) (string, bool) { return "", false }); code != 0 ||
 		!strings.Contains(stdout.String(), "no operator credential") || stderr.Len() > 0 {
 		t.Fatalf("config check: %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}

@@ -109,15 +109,39 @@ func Run(ctx context.Context, srv Server, args []string, opts Options) error {
 	opts.ensureDefaults()
 	fs := flag.NewFlagSet(srv.Name+"-mcp", flag.ContinueOnError)
 	fs.SetOutput(opts.Stderr)
-	httpAddr := fs.String("http", "", "serve streamable HTTP on this address instead of stdio; port 0 picks one (written to DIR/listen-addr)")
-	dataDir := fs.String("data-dir", "./.crewlet-"+srv.Name, "the server's own data directory")
-	cfgPath := fs.String("config", "", "company file for the directory of seats and units; the embedded default without one")
-	as := fs.String("as", "", "a seat handle: calls that name no caller act as this seat (over HTTP only with the trusted token)")
-	trustEnv := fs.String("trusted-caller-env", "CREWLET_TRUSTED_CALLER", "environment variable holding the token a trusted caller presents (in _meta crewlet/proof, or as the HTTP bearer token)")
-	debug := fs.Bool("debug", false, "log at debug level")
+	a := Flags(fs, srv.Name)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	return Serve(ctx, srv, *a, opts)
+}
+
+// Args are the flags every standalone server takes, parsed.
+type Args struct {
+	HTTP, DataDir, Config, As, TrustEnv string
+	Debug                               bool
+}
+
+// Flags defines the flags every standalone server takes on fs, for Run or
+// for a command that reads its command line itself (crewlet's, which
+// answers --help and a bad flag as all its commands do).
+func Flags(fs *flag.FlagSet, name string) *Args {
+	a := &Args{}
+	fs.StringVar(&a.HTTP, "http", "", "serve streamable HTTP on this `ADDR` instead of stdio; port 0 picks one (written to DIR/listen-addr)")
+	fs.StringVar(&a.DataDir, "data-dir", "./.crewlet-"+name, "the server's own data `DIR`")
+	fs.StringVar(&a.Config, "config", "", "company `FILE` for the directory of seats and units; the embedded default without one")
+	fs.StringVar(&a.As, "as", "", "a seat `HANDLE`: calls that name no caller act as this seat (over HTTP only with the trusted token)")
+	fs.StringVar(&a.TrustEnv, "trusted-caller-env", "CREWLET_TRUSTED_CALLER", "environment variable (`VAR`) holding the token a trusted caller presents (in _meta crewlet/proof, or as the HTTP bearer token)")
+	fs.BoolVar(&a.Debug, "debug", false, "log at debug level")
+	return a
+}
+
+// Serve serves srv as a's flags say until ctx ends (or, over stdio, the
+// client goes away).
+func Serve(ctx context.Context, srv Server, a Args, opts Options) error {
+	opts.ensureDefaults()
+	// Read below as the flag package's pointers they were.
+	httpAddr, dataDir, cfgPath, as, trustEnv, debug := &a.HTTP, &a.DataDir, &a.Config, &a.As, &a.TrustEnv, &a.Debug
 	level := slog.LevelInfo
 	if *debug {
 		level = slog.LevelDebug
