@@ -170,6 +170,11 @@ func (w *walker) result(raw []byte, rewrite Rewrite) (OnePass, error) {
 			// whose maps the SDK's decoder merges.
 			switch key {
 			case "content":
+				if op.Content == nil {
+					// Room for the rest of the result: the content is
+					// most of one, so it is written without growing.
+					op.Content = make([]byte, 0, len(raw)-valAt+32)
+				}
 				op.Content, end, err = w.walkShape(op.Content[:0], raw, valAt, 1, resultContents)
 				if string(op.Content) == "null" {
 					op.Content = nil

@@ -302,17 +302,18 @@ const (
 )
 
 var contentTypes = map[string]struct {
+	name   string
 	bit    uint16
 	noun   string
 	goType string
 }{
-	"text":          {ctText, "text", "*mcp.TextContent"},
-	"image":         {ctImage, "image", "*mcp.ImageContent"},
-	"audio":         {ctAudio, "audio", "*mcp.AudioContent"},
-	"resource_link": {ctLink, "resource link", "*mcp.ResourceLink"},
-	"resource":      {ctResource, "embedded resource", "*mcp.EmbeddedResource"},
-	"tool_use":      {ctToolUse, "tool use", "*mcp.ToolUseContent"},
-	"tool_result":   {ctToolResult, "tool result", "*mcp.ToolResultContent"},
+	"text":          {"text", ctText, "text", "*mcp.TextContent"},
+	"image":         {"image", ctImage, "image", "*mcp.ImageContent"},
+	"audio":         {"audio", ctAudio, "audio", "*mcp.AudioContent"},
+	"resource_link": {"resource_link", ctLink, "resource link", "*mcp.ResourceLink"},
+	"resource":      {"resource", ctResource, "embedded resource", "*mcp.EmbeddedResource"},
+	"tool_use":      {"tool_use", ctToolUse, "tool use", "*mcp.ToolUseContent"},
+	"tool_result":   {"tool_result", ctToolResult, "tool result", "*mcp.ToolResultContent"},
 }
 
 // contentNaming is how an error names a content item.
@@ -399,6 +400,9 @@ func (w *walker) typeAt(in []byte, i int) (string, bool, error) {
 		return "", false, malformed("a content type is %s", what(c))
 	}
 	_, typ, _, err := w.readString(in, i)
+	if ct, ok := contentTypes[typ]; ok {
+		return ct.name, true, err // the type's own string: typ views reused memory
+	}
 	return strings.Clone(typ), true, err
 }
 
