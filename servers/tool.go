@@ -56,6 +56,9 @@ func Typed[In, Out any](name, description string, hints Hints, delivers string, 
 			return nil, nil, fmt.Errorf("tool %s: input schema: %w", name, err)
 		}
 		defaults := declaresDefaults(in)
+		// The input schema is advertised in the spelling every client
+		// maps (portableSchema); arguments are checked against the inferred
+		// one, which takes the same values and refuses them in one line.
 		// No output schema is advertised: clients (the TypeScript SDK among
 		// them) check structured content against it even on a failed
 		// result, and a refusal's structured content is its class, not the
@@ -64,7 +67,7 @@ func Typed[In, Out any](name, description string, hints Hints, delivers string, 
 		def := &mcp.Tool{
 			Name:        name,
 			Description: description,
-			InputSchema: in,
+			InputSchema: portableSchema(in),
 			Annotations: Annotations(hints),
 			Meta:        mcp.Meta{MetaHints: hints, MetaDelivers: delivers},
 		}

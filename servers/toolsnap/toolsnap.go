@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,8 +66,9 @@ func Check(t *testing.T, dir string, tools []*mcp.Tool) {
 }
 
 // Rules checks what must hold for every first-party tool: a snake_case name,
-// a description, an object input schema that refuses unknown arguments, and
-// hints and delivers stated in _meta.
+// a description, an object input schema that refuses unknown arguments and
+// that every client can read (Unportable), and hints and delivers stated in
+// _meta.
 func Rules(tool *mcp.Tool) []string {
 	var bad []string
 	add := func(f string, a ...any) { bad = append(bad, tool.Name+": "+fmt.Sprintf(f, a...)) }
@@ -99,6 +101,9 @@ func Rules(tool *mcp.Tool) []string {
 			add("argument %s has no description", name)
 		}
 	}
+	for _, f := range Unportable(tool.InputSchema) {
+		add("input schema is not portable: %s", f)
+	}
 	if _, ok := tool.Meta["crewlet/hints"]; !ok {
 		add("no hints in _meta")
 	}
@@ -106,4 +111,130 @@ func Rules(tool *mcp.Tool) []string {
 		add("no delivers in _meta")
 	}
 	return bad
+}
+
+// Unportable lists where a JSON Schema is spelled in a way clients that map
+// tool schemas onto a single-type dialect (Gemini's function declarations,
+// among others) reject or drop, each as "path: what". They are the MCP
+// Inspector's --strict findings, errors and warnings alike, so a tool table
+// is held to them without Node:
+//
+//   - a bare true or false where a schema object is expected (a boolean is
+//     the ordinary value of additionalProperties and its kin);
+//   - type given as an array, ["null","string"], rather than anyOf branches
+//     of one type each;
+//   - a schema with no keyword a value can fail, which accepts anything
+//     as a bare true does (except under not, where {} is false's half);
+//   - a $ref outside the document, which no client fetches.
+func Unportable(schema any) []string {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return []string{"the schema does not marshal: " + err.Error()}
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return []string{"the schema is not JSON: " + err.Error()}
+	}
+	var out []string
+	lintSchema(v, "", "", &out)
+	return out
+}
+
+// booleanValued are the keywords whose value is as often a boolean as a
+// schema.
+var booleanValued = map[string]bool{
+	"additionalProperties": true, "unevaluatedProperties": true,
+	"additionalItems": true, "unevaluatedItems": true,
+}
+
+// constraining are the keywords a value can fail. if asserts nothing
+// without then or else, and is checked apart.
+var constraining = map[string]bool{}
+
+func init() {
+	for _, k := range strings.Fields(`type enum const multipleOf maximum exclusiveMaximum minimum
+		exclusiveMinimum maxLength minLength pattern format contentMediaType contentEncoding
+		contentSchema maxItems minItems uniqueItems maxContains minContains maxProperties
+		minProperties required dependentRequired allOf anyOf oneOf not items prefixItems contains
+		additionalItems unevaluatedItems properties patternProperties additionalProperties
+		unevaluatedProperties propertyNames dependentSchemas dependencies $ref $dynamicRef
+		$recursiveRef`) {
+		constraining[k] = true
+	}
+}
+
+func lintSchema(node any, path, keyword string, out *[]string) {
+	at := path
+	if at == "" {
+		at = "(root)"
+	}
+	if b, ok := node.(bool); ok {
+		if !booleanValued[keyword] {
+			*out = append(*out, fmt.Sprintf("%s: a bare %v where a schema object is expected", at, b))
+		}
+		return
+	}
+	m, ok := node.(map[string]any)
+	if !ok {
+		return
+	}
+	if types, ok := m["type"].([]any); ok {
+		*out = append(*out, fmt.Sprintf("%s: type is an array %v; write anyOf branches of one type each", at, types))
+	}
+	if ref, ok := m["$ref"].(string); ok && ref != "" && !strings.HasPrefix(ref, "#") {
+		*out = append(*out, fmt.Sprintf("%s: $ref %q points outside the document", at, ref))
+	}
+	constrains := false
+	for k := range m {
+		if constraining[k] {
+			constrains = true
+		}
+	}
+	if _, ok := m["if"]; ok && (m["then"] != nil || m["else"] != nil) {
+		constrains = true
+	}
+	if !constrains && keyword != "not" {
+		*out = append(*out, fmt.Sprintf("%s: no keyword constrains the value, so it accepts anything", at))
+	}
+	join := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		switch k {
+		case "properties", "patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions":
+			sub, _ := m[k].(map[string]any)
+			names := make([]string, 0, len(sub))
+			for n := range sub {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				lintSchema(sub[n], join(k+"."+n), k, out)
+			}
+		case "allOf", "anyOf", "oneOf", "prefixItems":
+			list, _ := m[k].([]any)
+			for i, c := range list {
+				lintSchema(c, fmt.Sprintf("%s[%d]", join(k), i), k, out)
+			}
+		case "items":
+			if list, ok := m[k].([]any); ok {
+				for i, c := range list {
+					lintSchema(c, fmt.Sprintf("%s[%d]", join(k), i), k, out)
+				}
+				continue
+			}
+			lintSchema(m[k], join(k), k, out)
+		case "contains", "not", "propertyNames", "if", "then", "else", "additionalProperties",
+			"unevaluatedProperties", "additionalItems", "unevaluatedItems", "contentSchema":
+			lintSchema(m[k], join(k), k, out)
+		}
+	}
 }
