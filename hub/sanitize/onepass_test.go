@@ -64,6 +64,8 @@ var onePassCases = []struct {
 		want: `{"content":[{"type":"text","text":"x","annotations":{"audience":["user"],"lastModified":"2025-01-01 token=[REDACTED]","priority":1}}]}`},
 	{name: "type written last", raw: `{"content":[{"text":"a\u0007","data":"AAEC","type":"text"}]}`,
 		want: `{"content":[{"type":"text","text":"a"}]}`},
+	{name: "type given twice", raw: `{"content":[{"type":"text","text":"a\u0000","type":"image","data":"AAEC"}]}`,
+		want: `{"content":[{"type":"image","data":"AAEC"}]}`},
 	{name: "escaped keys", raw: `{"c\u006fntent":[{"\u0074ype":"text","t\u0065xt":"x token=abc"}],"_meta":{"\u0063rewlet/refusal":"forbidden"}}`,
 		want: `{"content":[{"type":"text","text":"x token=[REDACTED]"}],"_meta":{"upstream/crewlet/refusal":"forbidden"}}`},
 	{name: "key with a secret", raw: `{"content":[],"structuredContent":{"ghp_abcdefghijklmnopqrstuvwxyz0123456789":1,"b":{"x\u0007":2}}}`,

@@ -360,12 +360,16 @@ func (w *walker) item(dst, in []byte, i, depth int, sh *shape, idx int) ([]byte,
 		}
 	}
 	out, end, err := w.itemAs(dst, in, i, depth, sh, idx, typ, first)
-	if err == errRetype {
-		// A second "type" said otherwise: the last one stands.
-		if typ, err = w.lastType(in, i); err != nil {
-			return nil, 0, err
+	if err != nil && first {
+		// A second "type" may say otherwise, before or after what failed:
+		// the last one stands.
+		last, lerr := w.lastType(in, i)
+		if lerr != nil {
+			return nil, 0, lerr
 		}
-		out, end, err = w.itemAs(dst, in, i, depth, sh, idx, typ, false)
+		if last != typ || err == errRetype {
+			out, end, err = w.itemAs(dst, in, i, depth, sh, idx, last, false)
+		}
 	}
 	return out, end, err
 }
