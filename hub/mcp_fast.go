@@ -169,6 +169,7 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 			return true
 		}
 		f.noteCancel(sess, body)
+		noteInitialized(sess, body)
 	}
 	c, ok := readFastCall(body)
 	if !ok {
@@ -231,7 +232,7 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 	defer cancel()
 
 	st := newFastStream(w)
-	down := &fastDown{f: f, st: st, token: c.token, sess: sess, level: c.logLevel, modern: modern, call: ctx}
+	down := &fastDown{f: f, st: st, token: c.token, sess: sess, level: c.logLevel, modern: modern, call: ctx, stream: r.Context()}
 	ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, down))
 	a := f.router.callForPerson(ctx, CompanyRegistry(f.company), p.Caller(), c.name, c.args)
 	msg, err := f.response(c.id, a, modern)

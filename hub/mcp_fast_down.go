@@ -32,6 +32,10 @@ type fastDown struct {
 	level  mcp.LoggingLevel
 	modern bool
 	call   context.Context
+	// stream is the POST's own context: it ends when the client hangs up,
+	// which on a 2025 session leaves the call running (as the SDK leaves
+	// it) but with nowhere to send a request of the client.
+	stream context.Context
 }
 
 var _ upstream.Downstream = (*fastDown)(nil)
@@ -192,6 +196,9 @@ func (d *fastDown) Elicit(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitRe
 	return &res, nil
 }
 
+var errStreamClosed = &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
+	Message: "the client closed the stream of the call this request belongs to, so it cannot answer it"}
+
 // ask sends a request to the client on the call's stream and waits for the
 // answer the client POSTs to its session. If the call ends first, the
 // client is told the request is cancelled, as the SDK tells it.
@@ -223,6 +230,12 @@ func (d *fastDown) ask(method string, params, result any) error {
 		return err
 	}
 	select {
+	case <-d.stream.Done():
+		// The request went out on a stream the client has closed: it
+		// will never be answered, and waiting for it would hold the
+		// server's call (and its flight) to the call's timeout.
+		return errStreamClosed
+
 	case raw := <-ch:
 		var resp struct {
 			Result json.RawMessage `json:"result"`
@@ -298,4 +311,24 @@ func (f *operator) noteCancel(s *opSession, body []byte) {
 	if cancel != nil {
 		cancel()
 	}
+}
+
+// noteInitialized marks a session initialized when its client's
+// notifications/initialized arrives, not when the SDK gets to it: the SDK
+// handles a session's messages in the order they came, so a call POSTed
+// after it is one the SDK would take as initialized too, and the fast path
+// need not leave the session's first call to the SDK.
+func noteInitialized(s *opSession, body []byte) {
+	if !bytes.Contains(body, []byte(`notifications/initialized`)) {
+		return
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "notifications/initialized" {
+		return
+	}
+	s.mu.Lock()
+	s.initialized = true
+	s.mu.Unlock()
 }
