@@ -269,7 +269,9 @@ func Run(ctx context.Context, o Options) error {
 	if fleet != nil {
 		fleetNote = fmt.Sprintf("%s (%d copies of the log)", o.Fleet.Cluster.Node, fleet.js.Replicas())
 	}
-	banner(o.Stdout, addr, baseAddr, src.tokenNote(), fleetNote)
+	idle := seatsWithoutModel(company, src.env)
+	logModelless(log, idle)
+	banner(o.Stdout, addr, baseAddr, src.tokenNote(), fleetNote, modelNotes(idle, o.ConfigFile))
 
 	for {
 		select {
@@ -304,15 +306,19 @@ func Run(ctx context.Context, o Options) error {
 	}
 }
 
-// banner says where the hub is and where its token is, never the token.
-// The endpoint line is printed last: scripts wait for it.
-func banner(w io.Writer, addr, base, tokenNote, fleetNote string) {
+// banner says where the hub is and where its token is, never the token,
+// and what each seat without a model lacks. The endpoint line is printed
+// last: scripts wait for it.
+func banner(w io.Writer, addr, base, tokenNote, fleetNote string, seatNotes []string) {
 	fmt.Fprintf(w, "Crewlet hub %s listening on %s\n", hub.Version, addr)
 	if tokenNote != "" {
 		fmt.Fprintf(w, "  operator token: %s (send it as Authorization: Bearer <token>)\n", tokenNote)
 	}
 	if fleetNote != "" {
 		fmt.Fprintf(w, "  fleet node: %s\n", fleetNote)
+	}
+	for _, n := range seatNotes {
+		fmt.Fprintf(w, "  %s\n", n)
 	}
 	fmt.Fprintf(w, "  MCP endpoint: %s/operator/mcp\n", base)
 }
