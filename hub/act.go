@@ -188,7 +188,7 @@ func (f *operator) serveAct(w http.ResponseWriter, r *http.Request) {
 	if a.onePass != nil {
 		// The answer as the one pass wrote it, never decoded to be
 		// written again.
-		writeJSON(w, http.StatusOK, json.RawMessage(appendOnePass(nil, a.onePass, nil)))
+		writeJSON(w, http.StatusOK, json.RawMessage(a.onePass.AppendJSON(nil)))
 		return
 	}
 	writeJSON(w, http.StatusOK, a.res)

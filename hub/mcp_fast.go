@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/crewlet/hub/authority"
-	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/rawjson"
 	"github.com/crewlet/hub/servers/upstream"
@@ -267,11 +266,11 @@ func (f *operator) response(id []byte, a answer, modern bool) ([]byte, error) {
 	b = append(b, id...)
 	b = append(b, `,"result":`...)
 	if a.onePass != nil {
-		var info []byte
+		op := *a.onePass
 		if modern {
-			info = f.serverInfo
+			op.Meta = withServerInfo(op.Meta, f.serverInfo)
 		}
-		b = appendOnePass(b, a.onePass, info)
+		b = op.AppendJSON(b)
 		return append(b, '}'), nil
 	}
 	res := a.res
@@ -294,37 +293,20 @@ func (f *operator) response(id []byte, a answer, modern bool) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendOnePass appends a one-pass answer as a result object. serverInfo,
-// when set, is the hub's implementation, named in the result's _meta as the
-// SDK names it in a 2026-07-28 result.
-func appendOnePass(b []byte, op *sanitize.OnePass, serverInfo []byte) []byte {
-	b = append(b, `{"content":`...)
-	b = append(b, op.Content...)
-	if op.Structured != nil {
-		b = append(b, `,"structuredContent":`...)
-		b = append(b, op.Structured...)
+// withServerInfo is a result's _meta (nil: none) with the hub's
+// implementation added, as the SDK names the server in a 2026-07-28
+// result. The sanitiser has dropped any the upstream wrote.
+func withServerInfo(meta, serverInfo []byte) []byte {
+	m := bytes.TrimSpace(meta)
+	if len(m) < 2 || len(bytes.TrimSpace(m[1:len(m)-1])) == 0 {
+		return append(append([]byte(`{"`+mcp.MetaKeyServerInfo+`":`), serverInfo...), '}')
 	}
-	switch {
-	case serverInfo != nil && op.Meta != nil:
-		// A non-empty object: its members, then the server's name.
-		m := bytes.TrimRight(op.Meta, " \t\r\n")
-		b = append(b, `,"_meta":`...)
-		b = append(b, m[:len(m)-1]...)
-		b = append(b, `,"`+mcp.MetaKeyServerInfo+`":`...)
-		b = append(b, serverInfo...)
-		b = append(b, '}')
-	case serverInfo != nil:
-		b = append(b, `,"_meta":{"`+mcp.MetaKeyServerInfo+`":`...)
-		b = append(b, serverInfo...)
-		b = append(b, '}')
-	case op.Meta != nil:
-		b = append(b, `,"_meta":`...)
-		b = append(b, op.Meta...)
-	}
-	if op.Complete {
-		b = append(b, `,"resultType":"complete"`...)
-	}
-	return append(b, '}')
+	// A non-empty object: its members, then the server's name.
+	out := make([]byte, 0, len(m)+len(serverInfo)+48)
+	out = append(out, m[:len(m)-1]...)
+	out = append(out, `,"`+mcp.MetaKeyServerInfo+`":`...)
+	out = append(out, serverInfo...)
+	return append(out, '}')
 }
 
 // fastStream is the event stream a fast call answers on: the SDK's framing,

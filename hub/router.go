@@ -78,7 +78,7 @@ func (r *Router) decoded(ctx context.Context, name string, a answer) *mcp.CallTo
 		return a.res
 	}
 	res := new(mcp.CallToolResult)
-	if err := json.Unmarshal(appendOnePass(nil, a.onePass, nil), res); err != nil {
+	if err := json.Unmarshal(a.onePass.AppendJSON(nil), res); err != nil {
 		r.log.ErrorContext(ctx, "tool_answer_undecodable", "tool", name, "error", err.Error())
 		return servers.Refused(authority.Internal())
 	}
@@ -169,22 +169,32 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			"The call to %q was cancelled by its caller before an answer came back.", name)), e.Source
 	}
 	if err == nil && raw != nil {
-		if op, ok := r.clean.ResultOnePassOK(raw, nil); ok {
-			r.called(ctx, name, e.Source, caller, start, false, "")
-			return answer{onePass: &op}, e.Source
-		}
-		// What the one pass leaves is decoded as the SDK's client decodes
-		// a result, failing as it fails.
-		res = new(mcp.CallToolResult)
-		if derr := json.Unmarshal(raw, res); derr != nil {
+		op, serr := r.clean.ResultOnePass(raw, nil)
+		switch {
+		case errors.Is(serr, sanitize.ErrMalformed):
 			// Issue 25 defect 5: the server answered, with a result no
-			// client can read (a member of the wrong type): its failure,
-			// never a condition a retry clears.
-			r.log.WarnContext(ctx, "server_answer_unreadable", "tool", name, "source", string(e.Source), "reason", derr.Error())
+			// client can read (a member of the wrong type, nesting past
+			// any decoder's bound): its failure, never a condition a
+			// retry clears.
+			r.log.WarnContext(ctx, "server_answer_unreadable", "tool", name, "source", string(e.Source), "reason", serr.Error())
 			unreadable := &upstream.UnreadableError{Server: strings.TrimPrefix(string(e.Source), "mcp:"),
 				Why: "a result whose members are not of the types the protocol gives them"}
 			return answer{res: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: unreadable.Error()}}}}, e.Source
+		case serr != nil:
+			return r.rejected(ctx, name, e.Source, caller, start, serr), e.Source
+		case !op.IsError:
+			r.called(ctx, name, e.Source, caller, start, false, "")
+			return answer{onePass: &op}, e.Source
 		}
+		// A failure is read as the SDK's type, small and rare: a
+		// person's surface gives it a class (forPerson) if it has none.
+		res = new(mcp.CallToolResult)
+		if derr := json.Unmarshal(op.AppendJSON(nil), res); derr != nil {
+			r.log.ErrorContext(ctx, "tool_answer_undecodable", "tool", name, "error", derr.Error())
+			return answer{res: servers.Refused(authority.Internal())}, e.Source
+		}
+		r.called(ctx, name, e.Source, caller, start, true, "")
+		return answer{res: res}, e.Source
 	}
 	if err != nil {
 		// The engine's words, never the transport's: the cause is logged.
@@ -198,7 +208,6 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			return answer{onePass: &op}, e.Source
 		}
 	}
-	res = withoutProtocolMeta(res)
 	var clean *mcp.CallToolResult
 	if e.Source == SourceBuiltin {
 		clean, err = firstPartyResult(r.clean, res)
@@ -206,14 +215,20 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		clean, err = r.clean.Result(res)
 	}
 	if err != nil {
-		// OUT-1: binary posing as text is rejected with a sentence, never
-		// repaired or cut. It is the server's failure, so it carries no class.
-		r.log.WarnContext(ctx, "tool_result_rejected", "tool", name, "source", string(e.Source), "reason", err.Error())
-		clean = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		return r.rejected(ctx, name, e.Source, caller, start, err), e.Source
 	}
 	class, _ := servers.ClassOf(clean)
 	r.called(ctx, name, e.Source, caller, start, clean.IsError, class)
 	return answer{res: clean}, e.Source
+}
+
+// rejected answers a result the sanitiser refused (OUT-1): binary posing as
+// text is rejected with a sentence, never repaired or cut. It is the
+// server's failure, so it carries no class.
+func (r *Router) rejected(ctx context.Context, name string, src Source, caller authority.Caller, start time.Time, err error) answer {
+	r.log.WarnContext(ctx, "tool_result_rejected", "tool", name, "source", string(src), "reason", err.Error())
+	r.called(ctx, name, src, caller, start, true, "")
+	return answer{res: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}}
 }
 
 // called notes a call that ran, at debug level.
@@ -322,29 +337,6 @@ func textOf(res *mcp.CallToolResult) string {
 	return ""
 }
 
-// withoutProtocolMeta drops the metadata keys the protocol reserves
-// (io.modelcontextprotocol/...): they describe the hop the result arrived
-// on, such as the inner server's identity, and the hub's own front sets its
-// own for the hop to the caller.
-func withoutProtocolMeta(res *mcp.CallToolResult) *mcp.CallToolResult {
-	reserved := false
-	for k := range res.Meta {
-		if strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			reserved = true
-		}
-	}
-	if !reserved {
-		return res
-	}
-	out := *res
-	out.Meta = mcp.Meta{}
-	for k, v := range res.Meta {
-		if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
-			out.Meta[k] = v
-		}
-	}
-	return &out
-}
 
 // downRefusal says, in the engine's words, that a server is down (MCP-6):
 // which server, what took it down, when the next restart is, and, for a call
