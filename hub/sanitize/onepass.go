@@ -91,17 +91,6 @@ func (s *Sanitizer) FirstPartyOnePass(raw []byte, rewrite Rewrite) (OnePass, err
 	return s.newWalker(false, false).resultOf(raw, rewrite)
 }
 
-// ResultOnePassOK is ResultOnePass answering only whether it took the
-// result, for callers not yet telling its refusals apart and writing only
-// its content, structured content, _meta and completeness: a failure or a
-// result with protocol members is left to them to decode.
-//
-// Deprecated: a shim while the router moves to ResultOnePass.
-func (s *Sanitizer) ResultOnePassOK(raw []byte, rewrite Rewrite) (OnePass, bool) {
-	op, err := s.ResultOnePass(raw, rewrite)
-	return op, err == nil && !op.IsError && op.Protocol == nil
-}
-
 // JSONOnePass sanitises one JSON value (a first-party server's structured
 // content, say), applying rewrite to every string the rules changed. It
 // answers raw itself when nothing changed; ok is false when the value
