@@ -120,10 +120,15 @@ func AnswerTools(d AnswerDeps) []servers.Tool {
 			}
 			cctx, cancel := context.WithTimeout(ctx, d.Timeout)
 			defer cancel()
+			var obs Observer = noObserver{}
+			if rt != nil {
+				obs = rt.opts.Observer
+			}
+			start := time.Now()
 			rep, err := m.Complete(cctx, req)
-			if err != nil {
+			if err := modelCalled(obs, ctx, spec, d.Timeout, start, rep, err); err != nil {
 				settle(Usage{})
-				return answerOut{}, authority.Refuse(authority.Unavailable, "The model %s could not answer: %v", m.Name(), err)
+				return answerOut{}, authority.Refuse(authority.Unavailable, "%v", err)
 			}
 			settle(rep.Usage)
 			if rt != nil && rep.Usage.Total() > 0 {

@@ -70,6 +70,9 @@ type Options struct {
 	Reconcile time.Duration
 	// ToolSkills are the tool skills whose guards apply (load_tool_skill).
 	ToolSkills []ToolSkill
+	// Observer is told of each turn's end and each model call (a node's
+	// metrics); nil tells nobody.
+	Observer Observer
 	// Placed says another owner decides which seats this node runs (a
 	// fleet's leases, FLT-1): the runtime then claims no seat of its own
 	// and runs the mailboxes of exactly the seats Place last named. The
@@ -110,6 +113,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.Budget == nil {
 		o.Budget = NewBudget(nil, nil)
+	}
+	if o.Observer == nil {
+		o.Observer = noObserver{}
 	}
 	if o.Directory == nil {
 		o.Directory = func() *authority.Directory { return authority.NewDirectory(nil, nil) }

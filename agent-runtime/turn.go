@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -53,6 +54,7 @@ const delegateName = "delegate"
 // turn cut short (the seat released, the node closing) records nothing:
 // it stays running and is run again.
 func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
+	start := time.Now()
 	log := r.log.With("seat", rec.Seat, "turn", rec.Key)
 	log.Info("turn_started", "requester", rec.Requester, "about", rec.About, "feed", rec.Feed)
 	t := &turn{r: r, rec: rec, caller: seatCaller(rec), log: log, loaded: map[string]bool{}}
@@ -92,6 +94,7 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 			}
 		}
 	}
+	r.opts.Observer.TurnEnded(outcome, time.Since(start))
 	// Logged last, once everything about the end is recorded.
 	attrs := []any{"outcome", outcome, "delivered", outcome == Delivered, "rounds", t.rounds,
 		"input_tokens", t.usage.Input, "output_tokens", t.usage.Output, "tools", len(t.called)}
@@ -135,7 +138,9 @@ func (t *turn) run(ctx context.Context) (outcome, reason, account string) {
 			return BudgetExhausted, refusal.Sentence, account
 		}
 		if err != nil {
-			return Failed, fmt.Sprintf("The model %s could not answer: %v", t.model.Name(), err), account
+			// The reason is the hub's own sentence (modelFailure): which
+			// endpoint, what failed, what mends it.
+			return Failed, err.Error() + " Once that is mended, wake the seat again: a new mention runs a new turn.", account
 		}
 		msgs = append(msgs, Message{From: FromModel, Text: rep.Text, Calls: rep.Calls})
 		if strings.TrimSpace(rep.Text) != "" {
@@ -201,8 +206,10 @@ func (t *turn) ask(ctx context.Context, req Request, worker bool) (Reply, *autho
 	defer cancel()
 	start := time.Now()
 	rep, err := t.model.Complete(cctx, req)
-	if err != nil {
+	if err := modelCalled(t.r.opts.Observer, ctx, t.spec.Model, t.r.opts.ModelTimeout, start, rep, err); err != nil {
 		settle(Usage{})
+		t.log.Warn("model_call_failed", "model", t.model.Name(), "ms", time.Since(start).Milliseconds(), "worker", worker,
+			"reason", err.Error(), "error", errors.Unwrap(err).Error())
 		return Reply{}, nil, err
 	}
 	settle(rep.Usage)

@@ -26,6 +26,9 @@ type activity struct {
 	Item       string          `json:"item,omitempty"`
 	Summary    string          `json:"summary"`
 	Detail     json.RawMessage `json:"detail,omitempty"` // the change record, texts included
+	// ByHub marks a change record the hub wrote itself (how a seat's
+	// turn ended and why): none of it is the actor's words.
+	ByHub bool `json:"by_hub,omitempty"`
 }
 
 // ---- list_activity / get_activity ----
@@ -141,7 +144,12 @@ func (s *srv) getActivity(_ context.Context, _ authority.Caller, in getActivityI
 		e := envelope()
 		out.Activity = activityRow{ID: a.ID, At: a.At.Format("2006-01-02T15:04:05.000Z07:00"), Actor: a.Actor.Seat, OperatorID: a.OperatorID, Action: a.Action, Project: a.Project, Item: a.Item, Summary: a.Summary}
 		out.Actor = a.Actor
-		if len(a.Detail) > 0 {
+		switch {
+		case len(a.Detail) > 0 && a.ByHub:
+			// The hub's own sentences are not somebody else's text:
+			// fencing them would tell the reader a seat wrote them.
+			out.Change = a.Detail
+		case len(a.Detail) > 0:
 			// The change record can hold text the actor wrote; every
 			// string in it is fenced as theirs.
 			var v any

@@ -167,8 +167,18 @@ func (a *applier) history(it *item, field, change string) {
 // activity adds a row to the feed; detail is the change record, texts
 // included, which get_activity answers fenced as the actor's.
 func (a *applier) activity(action, proj, key, sum string, detail any) error {
+	return a.writeActivity(activity{Action: action, Project: proj, Item: key, Summary: sum}, detail)
+}
+
+// hubActivity is activity whose change record the hub wrote, not its
+// actor: read back unfenced (WR-10 fences what somebody else wrote).
+func (a *applier) hubActivity(action, proj, key, sum string, detail any) error {
+	return a.writeActivity(activity{Action: action, Project: proj, Item: key, Summary: sum, ByHub: true}, detail)
+}
+
+func (a *applier) writeActivity(row activity, detail any) error {
 	id := fmt.Sprintf("%016x.%04d", a.Pos, a.Seq())
-	row := activity{ID: "act_" + id, At: a.At(), Actor: a.By, OperatorID: a.Op.Caller.OperatorID, Action: action, Project: proj, Item: key, Summary: sum}
+	row.ID, row.At, row.Actor, row.OperatorID = "act_"+id, a.At(), a.By, a.Op.Caller.OperatorID
 	if detail != nil {
 		d, err := json.Marshal(detail)
 		if err != nil {

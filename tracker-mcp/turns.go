@@ -36,7 +36,14 @@ func applyTurnEnded(a *applier) (any, error) {
 		return nil, err
 	}
 	sum := fmt.Sprintf("@%s's turn about %s ended %s", a.By.Seat, it.Key, pl.Outcome)
-	return nil, a.activity("turn_"+pl.Outcome, it.Project, it.Key, sum, map[string]any{"turn": pl.Turn, "outcome": pl.Outcome, "reason": pl.Reason})
+	if pl.Reason != "" {
+		// Why, on the line itself: the feed's list is where a person
+		// looks, and "ended failed" alone gives them nothing to mend.
+		sum += ": " + pl.Reason
+	}
+	// The reason is the runtime's sentence, not the seat's: the row is
+	// the hub's, unfenced.
+	return nil, a.hubActivity("turn_"+pl.Outcome, it.Project, it.Key, sum, map[string]any{"turn": pl.Turn, "outcome": pl.Outcome, "reason": pl.Reason})
 }
 
 // NoteTurnEnded records on an item's activity how a seat's turn about it
