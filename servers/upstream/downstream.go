@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -262,6 +263,14 @@ func (i *Instance) onNotify(method string, params json.RawMessage) {
 // notifyFor is onNotify for a notification that came on flight f's own
 // response stream (nil: on none), whose log lines are that call's.
 func (i *Instance) notifyFor(on *flight, method string, params json.RawMessage) {
+	if !utf8.Valid(params) {
+		// Bytes that are not UTF-8 would be read with U+FFFD in their
+		// place, and the sanitiser could no longer see them for the
+		// binary data they are: the line is dropped, as the sanitiser
+		// drops one holding binary text (OUT-1).
+		i.log.Debug("server_notification_unreadable", "method", method)
+		return
+	}
 	ctx := context.Background()
 	switch method {
 	case "notifications/message":

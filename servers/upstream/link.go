@@ -217,7 +217,8 @@ type streamLink struct {
 }
 
 func (l *streamLink) call(ctx context.Context, f *flight, req *jsonrpc.Request, hdr http.Header) (json.RawMessage, error) {
-	w := &wire{session: l.session, version: l.version}
+	id, _ := json.Marshal(req.ID.Raw())
+	w := &wire{session: l.session, version: l.version, id: id}
 	plain := withWire(ctx, &wireWrite{wire: w})
 	conn, err := l.transport.Connect(plain)
 	if err != nil {
@@ -260,9 +261,15 @@ func (l *streamLink) call(ctx context.Context, f *flight, req *jsonrpc.Request, 
 		}
 		switch m := msg.(type) {
 		case *jsonrpc.Response:
-			if m.ID == req.ID {
-				return answerOf(m)
+			if m.ID != req.ID {
+				continue
 			}
+			if _, _, why := w.seen(); why != "" {
+				// The adapter's stand-in for an answer the SDK could not
+				// read.
+				return nil, &UnreadableError{Why: why}
+			}
+			return answerOf(m)
 		case *jsonrpc.Request:
 			if !m.IsCall() {
 				l.i.notifyFor(f, m.Method, m.Params)
@@ -302,10 +309,12 @@ func (l *streamLink) answer(ctx, plain context.Context, conn mcp.Connection, f *
 // said and what the adapter saw of the server's answers. written is set
 // for a failure of the request's own write (its POST).
 func (l *streamLink) failure(w *wire, err error, written bool) error {
-	status, tooBig := w.seen()
+	status, tooBig, why := w.seen()
 	switch {
 	case tooBig:
 		return &UnreadableError{Why: tooLarge}
+	case why != "":
+		return &UnreadableError{Why: why}
 	case status == http.StatusNotFound && l.session != "":
 		return errSessionGone
 	}

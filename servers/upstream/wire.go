@@ -30,6 +30,14 @@ import (
 //     a tools/call its parameter headers (x-mcp-header), which the SDK
 //     computes only inside ClientSession.CallTool; bounds a JSON answer as
 //     the SDK bounds one event; and notes the status it was answered with.
+//   - eventGuard reads a call's event stream for the SDK's client an event
+//     at a time. The SDK takes one message it cannot read (JSON nested past
+//     its bound, an event past its bound on one event) for a broken
+//     connection, and drops with it the messages it had read before and
+//     not yet handed over: the log lines and progress the server sent ahead
+//     of its answer. The guard hands the SDK, in that message's place, the
+//     call's answer saying so, so the call reads everything before it in
+//     order, and then its refusal (issue 25 defect 5).
 //   - stdioGuard keeps from the SDK's stdio reader a line answering a call
 //     that the SDK would take for a broken connection (JSON nested past
 //     its bound), and hands it to that call as the server's unreadable
@@ -48,14 +56,16 @@ var errTooLarge = errors.New("message too large")
 
 type wireKey struct{}
 
-// wire is what one call's connection is told of its session, and what
-// the adapter saw of the server's answers on it.
+// wire is what one call's connection is told of its session and its
+// call, and what the adapter saw of the server's answers on it.
 type wire struct {
 	session, version string
+	id               []byte // the call's JSON-RPC id, as JSON
 
-	mu     sync.Mutex
-	status int  // of the last answer
-	tooBig bool // a JSON answer past maxMessage
+	mu         sync.Mutex
+	status     int    // of the last answer
+	tooBig     bool   // a JSON answer past maxMessage
+	unreadable string // why the call's answer could not be read, if it could not
 }
 
 // wireWrite is a write on a call's connection: the call's own request
@@ -65,10 +75,18 @@ type wireWrite struct {
 	params http.Header
 }
 
-func (w *wire) seen() (status int, tooBig bool) {
+func (w *wire) seen() (status int, tooBig bool, unreadable string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.status, w.tooBig
+	return w.status, w.tooBig, w.unreadable
+}
+
+func (w *wire) refuse(why string) {
+	w.mu.Lock()
+	if w.unreadable == "" {
+		w.unreadable = why
+	}
+	w.mu.Unlock()
 }
 
 // sessionRT is the HTTP client beneath a call's own connection. A request
@@ -89,8 +107,15 @@ func (s sessionRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		if ww.session != "" {
 			h["Mcp-Session-Id"] = []string{ww.session}
 		}
-		if h.Get("Mcp-Protocol-Version") == "" {
-			h["Mcp-Protocol-Version"] = []string{ww.version}
+		// The session's revision, over whatever the SDK's client set: a
+		// connection that opened no session takes its revision from the
+		// context, and a call's context may be a request the hub serves
+		// with the SDK, of its own client's revision. A session revision
+		// has no standard headers, which that revision would have added.
+		h["Mcp-Protocol-Version"] = []string{ww.version}
+		if ww.version < modernVersion {
+			delete(h, "Mcp-Method")
+			delete(h, "Mcp-Name")
 		}
 		if r.Method == http.MethodPost {
 			for k, v := range ww.params {
@@ -107,20 +132,27 @@ func (s sessionRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	ww.mu.Lock()
 	ww.status = resp.StatusCode
 	ww.mu.Unlock()
-	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "application/json" {
-		resp.Body = &boundedBody{ReadCloser: resp.Body, w: ww.wire, left: maxMessage}
+	switch ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct {
+	case "application/json":
+		b := &boundedBody{ReadCloser: resp.Body, w: ww.wire, left: maxMessage}
 		if resp.ContentLength > maxMessage {
-			resp.Body.(*boundedBody).left = -1
+			b.left = -1
 		}
+		resp.Body = b
+	case "text/event-stream":
+		resp.Body = &eventGuard{ReadCloser: resp.Body, src: bufio.NewReaderSize(resp.Body, 16<<10), w: ww.wire}
 	}
 	return resp, nil
 }
 
-// boundedBody is a JSON answer read no further than maxMessage.
+// boundedBody is a JSON answer read no further than maxMessage, whose
+// nesting is counted as it passes, so a refusal can say what the SDK could
+// not read.
 type boundedBody struct {
 	io.ReadCloser
 	w    *wire
 	left int64
+	deep depthScan
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -138,7 +170,106 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	if b.left < 0 {
 		return b.Read(nil)
 	}
+	b.deep.feed(p[:n])
+	if err == io.EOF && b.deep.deepest > rawjson.MaxDepth {
+		b.w.refuse(nestedWhy(b.deep.deepest))
+	}
 	return n, err
+}
+
+// eventGuard is a call's event stream as the SDK's client reads it: each
+// event whole, as the server wrote it, but for one the SDK could not read,
+// which is replaced by the call's answer saying so (a notification the
+// SDK could not read is dropped, its event id kept).
+type eventGuard struct {
+	io.ReadCloser
+	src  *bufio.Reader
+	w    *wire
+	out  []byte // what the SDK has yet to read
+	ev   []byte // the event being gathered
+	skip bool   // the rest of an event past maxMessage is being passed over
+}
+
+func (g *eventGuard) Read(p []byte) (int, error) {
+	for len(g.out) == 0 {
+		line, err := g.src.ReadSlice('\n')
+		if !g.skip {
+			g.ev = append(g.ev, line...)
+		}
+		if len(g.ev) > maxMessage {
+			g.ev, g.skip = g.replace(g.ev, tooLarge), true
+			g.w.mu.Lock()
+			g.w.tooBig = true
+			g.w.mu.Unlock()
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if err == nil && len(bytes.TrimRight(line, "\r\n")) > 0 {
+			continue
+		}
+		// An event's end (or the stream's): hand it on.
+		ev := g.ev
+		if !g.skip && err == nil {
+			ev = g.check(ev)
+		}
+		g.out, g.ev, g.skip = ev, g.ev[:0:0], false
+		if err != nil {
+			if len(g.out) > 0 {
+				break
+			}
+			return 0, err
+		}
+	}
+	n := copy(p, g.out)
+	g.out = g.out[n:]
+	return n, nil
+}
+
+// check passes an event on, or its replacement where the SDK could not
+// read its message.
+func (g *eventGuard) check(ev []byte) []byte {
+	var deep depthScan
+	for rest := ev; len(rest) > 0; {
+		line, tail, _ := bytes.Cut(rest, []byte{'\n'})
+		rest = tail
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			deep.feed(v)
+		}
+	}
+	if deep.deepest <= rawjson.MaxDepth {
+		return ev
+	}
+	return g.replace(ev, nestedWhy(deep.deepest))
+}
+
+// replace writes an event's fields but its data, and, for data that is
+// not a notification or a request of the server's, the call's answer that
+// its server answered with something the SDK could not read.
+func (g *eventGuard) replace(ev []byte, why string) []byte {
+	var out, data []byte
+	for rest := ev; len(rest) > 0; {
+		line, tail, _ := bytes.Cut(rest, []byte{'\n'})
+		rest = tail
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			data = append(data, v...)
+			continue
+		}
+		if len(bytes.TrimRight(line, "\r")) > 0 && bytes.IndexByte(line, ':') > 0 {
+			out = append(append(out, line...), '\n')
+		}
+	}
+	var m struct {
+		Method json.RawMessage `json:"method"`
+	}
+	if json.Unmarshal(data, &m) == nil && m.Method != nil {
+		return append(out, '\n')
+	}
+	g.w.refuse(why)
+	out = append(out, `data: {"jsonrpc":"2.0","id":`...)
+	out = append(out, g.w.id...)
+	out = append(out, `,"error":{"code":-32700,"message":"unreadable"}}`...)
+	return append(out, "\n\n"...)
 }
 
 // paramBinding is an argument a tool's input schema puts in a header
@@ -301,7 +432,7 @@ func (g *stdioGuard) take(line []byte) bool {
 	}
 	// Kept from the SDK even where the call is no longer waiting (it was
 	// cancelled): the SDK's session made no such request.
-	g.refuse(id, &UnreadableError{Why: unreadableWhy(line)})
+	g.refuse(id, &UnreadableError{Why: nestedWhy(depth(line))})
 	return true
 }
 
@@ -319,37 +450,44 @@ func lenientID(msg []byte) []byte {
 	return m.ID
 }
 
-// unreadableWhy says what is wrong with an answer the SDK cannot read.
-func unreadableWhy(msg []byte) string {
-	if d := depth(msg); d > rawjson.MaxDepth {
-		return fmt.Sprintf("JSON nested %d levels deep, past the %d the hub reads", d, rawjson.MaxDepth)
-	}
-	return "text that is not a well-formed JSON-RPC message"
+// nestedWhy says what is wrong with an answer nested past the SDK's bound.
+func nestedWhy(levels int) string {
+	return fmt.Sprintf("JSON nested %d levels deep, past the %d the hub reads", levels, rawjson.MaxDepth)
 }
 
-// depth is the deepest nesting of arrays and objects in JSON, counted as
-// the SDK counts it.
-func depth(msg []byte) int {
-	d, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range msg {
+// depthScan counts the nesting of arrays and objects in JSON, as the SDK
+// counts it, over bytes fed to it in order.
+type depthScan struct {
+	d, deepest        int
+	inString, escaped bool
+}
+
+func (s *depthScan) feed(b []byte) {
+	for _, c := range b {
 		switch {
-		case inString && escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case inString && c == '"':
-			inString = false
-		case inString:
+		case s.inString && s.escaped:
+			s.escaped = false
+		case s.inString && c == '\\':
+			s.escaped = true
+		case s.inString && c == '"':
+			s.inString = false
+		case s.inString:
 		case c == '"':
-			inString = true
+			s.inString = true
 		case c == '{' || c == '[':
-			d++
-			deepest = max(deepest, d)
+			s.d++
+			s.deepest = max(s.deepest, s.d)
 		case c == '}' || c == ']':
-			d--
+			s.d--
 		}
 	}
-	return deepest
+}
+
+// depth is the deepest nesting of arrays and objects in JSON.
+func depth(msg []byte) int {
+	var s depthScan
+	s.feed(msg)
+	return s.deepest
 }
 
 // withWire is ctx for a write on a call's connection.
