@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/servers/search/searchtest"
 
+	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/hub/metrics"
@@ -228,5 +229,41 @@ func TestRestartsCounted(t *testing.T) {
 	}
 	if v := value(byName, "crewlet_mcp_server_down_total", "server", "up"); v != 1 {
 		t.Errorf("downs %v, want 1", v)
+	}
+}
+
+// The runtime's turns and model calls are counted as it tells them, and
+// scraped over HTTP like the rest: turns by outcome and timed, model calls
+// by provider, model and outcome and timed, tokens by direction. A failed
+// call spent nothing, so it adds no tokens.
+func TestTurnsAndModelCallsCounted(t *testing.T) {
+	n := newNode(t)
+	n.m.ModelCalled("local", "qwen3:8b", agent.ModelCallOK, 2*time.Second, 1200, 40)
+	n.m.ModelCalled("local", "qwen3:8b", agent.ModelCallOK, time.Second, 1300, 60)
+	n.m.ModelCalled("local", "qwen3:8b", agent.ModelCallUnreachable, time.Millisecond, 0, 0)
+	n.m.ModelCalled("claude", "sonnet", agent.ModelCallRejected, time.Second, 0, 0)
+	n.m.TurnEnded(agent.Delivered, 3*time.Second)
+	n.m.TurnEnded(agent.Failed, time.Millisecond)
+	n.m.TurnEnded(agent.Failed, time.Millisecond)
+	got := n.scrape(t)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"crewlet_agent_turns_total", []string{"outcome", "delivered"}, 1},
+		{"crewlet_agent_turns_total", []string{"outcome", "failed"}, 2},
+		{"crewlet_agent_turn_duration_seconds", []string{"outcome", "failed"}, 2},
+		{"crewlet_model_calls_total", []string{"provider", "local", "model", "qwen3:8b", "outcome", "ok"}, 2},
+		{"crewlet_model_calls_total", []string{"provider", "local", "model", "qwen3:8b", "outcome", "unreachable"}, 1},
+		{"crewlet_model_calls_total", []string{"provider", "claude", "model", "sonnet", "outcome", "rejected"}, 1},
+		{"crewlet_model_call_duration_seconds", []string{"provider", "local", "model", "qwen3:8b"}, 3},
+		{"crewlet_model_tokens_total", []string{"provider", "local", "model", "qwen3:8b", "direction", "input"}, 2500},
+		{"crewlet_model_tokens_total", []string{"provider", "local", "model", "qwen3:8b", "direction", "output"}, 100},
+		{"crewlet_model_tokens_total", []string{"provider", "claude", "model", "sonnet", "direction", "input"}, 0},
+	} {
+		if v := value(got, c.name, c.labels...); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
 	}
 }

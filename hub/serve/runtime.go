@@ -63,6 +63,8 @@ type runtimeDeps struct {
 	toolSkills []agent.ToolSkill
 	// fleet: the node is one of a fleet, whose leases place its seats.
 	fleet bool
+	// observer counts the turns and model calls (the node's metrics).
+	observer agent.Observer
 }
 
 // startRuntime builds the agent runtime over a started hub. Alone, the
@@ -104,6 +106,7 @@ func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtim
 		Logger:     d.log.With("component", "agent"),
 		ToolSkills: d.toolSkills,
 		Placed:     d.fleet,
+		Observer:   d.observer,
 	})
 	if err != nil {
 		return nil, err

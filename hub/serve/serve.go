@@ -217,7 +217,7 @@ func Run(ctx context.Context, o Options) error {
 	// Seats are claimed and their turns run before the node listens: a
 	// mention made the moment it answers already has a mailbox to land in.
 	rt, err := startRuntime(ctx, h, runtimeDeps{store: store, node: node, company: company, env: src.env, log: log, toolSkills: skills,
-		fleet: fleet != nil})
+		fleet: fleet != nil, observer: tel.metrics})
 	if err != nil {
 		return err
 	}
