@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -212,4 +213,72 @@ func TestHeaderArgumentsTravelWithTheCall(t *testing.T) {
 			t.Fatalf("CallRaw(%s) answered %s", args, raw)
 		}
 	}
+}
+
+// A call made while the hub serves a request with the SDK (every call of
+// a client of the hub is) carries that request's context, in which the
+// SDK keeps its own client's revision; the call still speaks its session's
+// revision to the server: a 2026-07-28 client's call reaches a server that
+// speaks only 2025-11-25.
+func TestCallInsideAServedRequestSpeaksTheSessionsRevision(t *testing.T) {
+	up := mcp.NewServer(&mcp.Implementation{Name: "old-only", Version: "0"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{sessionVersion}})
+	mcp.AddTool(up, &mcp.Tool{Name: "echo", Description: "echo"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, textOut, error) {
+			return nil, textOut{Text: in.Text}, nil
+		})
+	upURL := serveMCP(t, up, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	in, _ := startTest(t, Resolved{Name: "old-only", Transport: TransportHTTP, URL: upURL}, nil)
+	waitState(t, in, StateRunning, 10*time.Second)
+
+	// The hub's side: a server whose tool forwards to the instance.
+	front := mcp.NewServer(&mcp.Implementation{Name: "front", Version: "0"}, nil)
+	front.AddTool(&mcp.Tool{Name: "relay", Description: "relays echo", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			raw, _, err := in.CallRaw(ctx, "echo", json.RawMessage(`{"text":"through"}`))
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}}}, nil
+		})
+	frontURL := serveMCP(t, front, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return front }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "modern", Version: "0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: frontURL}, &mcp.ClientSessionOptions{ProtocolVersion: modernVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != modernVersion {
+		t.Fatalf("the client speaks %s", v)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "relay", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; res.IsError || !strings.Contains(text, "through") {
+		t.Fatalf("the relayed call answered %s (isError %v)", text, res.IsError)
+	}
+}
+
+// serveMCP serves h, an HTTP handler of s, on loopback until the test
+// ends, closing s's sessions first (the HTTP server's end leaves them
+// open), and answers its URL.
+func serveMCP(t *testing.T, s *mcp.Server, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		for ss := range s.Sessions() {
+			ss.Close()
+		}
+	})
+	return "http://" + ln.Addr().String() + "/"
 }

@@ -187,19 +187,7 @@ func startSSERig(t *testing.T) string {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "rig-sse", Version: "0"}, nil)
 	addIssue25Tools(s)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		srv.Close()
-		for ss := range s.Sessions() {
-			ss.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/"
+	return serveMCP(t, s, mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
 }
 
 func (g *rig) called(tool string) int {
