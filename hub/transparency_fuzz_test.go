@@ -28,10 +28,11 @@ import (
 // content of every type, text holding JSON and event-stream look-alikes
 // and the token "method", JSON-RPC members at every depth, invalid UTF-8,
 // deep nesting, long texts, JSON-RPC errors, plain JSON or an event stream
-// with log lines and progress before the answer. Two scripted servers give
-// it, one the hub links to on a session revision and one on 2026-07-28;
-// each is called directly by a go-sdk client and through the hub by go-sdk
-// clients of both revisions, on the hub's fast path and on the SDK's. What
+// with log lines and progress before the answer. Four scripted servers give
+// it, over streamable HTTP and over stdio, and on each transport one the
+// hub links to on a session revision and one on 2026-07-28; each is called directly by a
+// go-sdk client and through the hub by go-sdk clients of both revisions,
+// on the hub's fast path and on the SDK's. What
 // the clients read must be equal once the documented differences, each a
 // row of testdata/transparency/differences.txt, are applied, and nothing
 // else.
@@ -61,27 +62,30 @@ func FuzzTransparency(f *testing.F) {
 		runs++
 		sc := deriveScript(data)
 		shown := 0
-		for _, tool := range []string{sessionTool, modernTool} {
-			g := rig.servers[tool]
-			direct := rig.direct[tool].call(t, g, tool, sc, len(sc.notes), 0)
+		for _, s := range rig.servers {
+			streamed := s.streamed(sc)
+			direct := s.direct.call(t, s.scripts, s.tool, sc, streamed, false)
 			want := viewOf(direct, sc)
 			for _, c := range rig.viaHub {
 				for _, fast := range []bool{true, false} {
 					rig.hub.operator.noFast.Store(!fast)
-					got := viewOf(c.call(t, g, tool, sc, cleanNotes(want), grace(want)), nil)
-					rig.linksUp(t, tool, c.revision, fast)
+					since := time.Now()
+					got := viewOf(c.call(t, s.scripts, s.tool, sc, streamed, true), nil)
+					rig.linksUp(t, s, sc, since, c.revision, fast)
 					w, h := want.clone(), got.clone()
 					for _, r := range rows {
 						if transparencyRows[r.name](w, h, sc) {
 							used[r.name]++
 						}
 					}
+					w.settle()
+					h.settle()
 					if !reflect.DeepEqual(w, h) {
 						if shown++; shown == 1 {
 							t.Errorf("answer %s", clipTo(string(sc.body), 600))
 						}
 						t.Errorf("%s, a %s client through the hub (fast=%v) read otherwise than a client of the server:\ndirect %s\nhub    %s\nnormalised direct %s\nnormalised hub    %s",
-							tool, c.revision, fast, clipTo(want.String(), 700), clipTo(got.String(), 700),
+							s.tool, c.revision, fast, clipTo(want.String(), 700), clipTo(got.String(), 700),
 							clipTo(w.String(), 700), clipTo(h.String(), 700))
 					}
 				}
@@ -179,13 +183,19 @@ type view struct {
 	// Unreadable marks, for a direct call, each of Notes whose bytes
 	// were not UTF-8 (the SDK read them with U+FFFD in their place).
 	Unreadable []bool `json:"unreadable,omitempty"`
+	// unread is set, on both sides, by the row that finds the direct
+	// client could not read the answer at all, for the row that allows
+	// for the notes lost with it.
+	unread bool
 }
 
 // viewOf is what the client read; sc, for a direct call, is what the
 // server wrote.
 func viewOf(o outcome, sc *script) *view {
 	v := &view{Notes: o.notes}
-	if sc != nil && len(o.notes) == len(sc.notes) {
+	// The direct client got every note the server wrote, and the end of
+	// the notes after them when the answer was streamed.
+	if sc != nil && (len(o.notes) == len(sc.notes) || len(o.notes) == len(sc.notes)+1) {
 		for i, n := range sc.notes {
 			if utf8.Valid(n.params) {
 				continue
@@ -387,27 +397,17 @@ func isBinary(s string) (string, error) {
 	return s, nil
 }
 
-// cleanNotes is how many of a direct call's notifications a client of the
-// hub must get: those no row drops.
-func cleanNotes(v *view) int {
-	n := 0
-	for i, note := range v.clone().Notes {
-		if noteWalk(note, isBinary) == nil && !v.unreadableNote(i) {
-			n++
-		}
-	}
-	return n
-}
-
 func (v *view) unreadableNote(i int) bool { return i < len(v.Unreadable) && v.Unreadable[i] }
 
-// grace is how long a client of the hub waits past the notifications it
-// must get for those it may get.
-func grace(v *view) time.Duration {
-	if slices.Contains(v.Unreadable, true) || v.Err != "" {
-		return 300 * time.Millisecond
+// settle writes no notes one way, as the rows leave them one way or the
+// other.
+func (v *view) settle() {
+	if len(v.Notes) == 0 {
+		v.Notes = nil
 	}
-	return 0
+	if len(v.Unreadable) == 0 {
+		v.Unreadable = nil
+	}
 }
 
 // dropNotes drops the notes drop says, keeping Unreadable in step.
@@ -460,11 +460,7 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 	"unreadable-refused": func(w, h *view, sc *script) bool {
 		const says = "answered the call with something the hub could not read"
 		if w.Err != "" && w.Result == nil && w.RPC == nil {
-			// A client that cannot read an answer ends its session, and
-			// loses the notifications it had not yet handed over.
-			if len(h.Notes) > len(w.Notes) {
-				h.Notes = h.Notes[:len(w.Notes)]
-			}
+			w.unread, h.unread = true, true
 			return refuse("unreadable-refused", w, h, says)
 		}
 		// The SDK reads bytes that are not UTF-8 with U+FFFD in their
@@ -542,6 +538,19 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 			changed = true
 		}
 		w.Unreadable = nil
+		return changed
+	},
+	"unread-answer-notes": func(w, h *view, sc *script) bool {
+		if !w.unread {
+			return false
+		}
+		w.unread, h.unread = false, false
+		n := min(len(w.Notes), len(h.Notes))
+		changed := n != len(w.Notes) || n != len(h.Notes)
+		w.Notes, h.Notes = w.Notes[:n], h.Notes[:n]
+		if len(w.Unreadable) > n {
+			w.Unreadable = w.Unreadable[:n]
+		}
 		return changed
 	},
 	"hop-meta": func(w, h *view, sc *script) bool {

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,10 @@ type script struct {
 	notes  []note
 	member string // "result" or "error"
 	body   []byte // that member's value, as the server writes it
+	// cut breaks the server's connection half way through the response,
+	// after the notes: an HTTP stream closed mid-event, a stdio server
+	// that exits mid-line.
+	cut bool
 }
 
 // note is a notification the server sends on the call's stream before its
@@ -55,6 +61,91 @@ type note struct {
 	// members after the progress token (the call's own, filled in when the
 	// call comes).
 	params []byte
+}
+
+// endOfNotes is the message of the progress notification a scripted server
+// sends after a streamed answer's notes, just before the response. A
+// client's handlers get notifications one at a time in the order they came,
+// so once a client has this one, every note of the call it will get is in:
+// the rig waits for it, not for a while.
+const endOfNotes = "end of the notes"
+
+// wire is what a scripted server writes for the call with id whose client
+// asked for progress with token (nil: no progress): each notification as a
+// JSON-RPC message, the end of the notes last when the answer is streamed,
+// and the response.
+func (sc *script) wire(id, token json.RawMessage, streamed bool) (notes [][]byte, resp []byte) {
+	progress := func(members []byte) []byte {
+		params := append(append([]byte(`{"progressToken":`), token...), ',')
+		return append(params, members...)
+	}
+	if streamed {
+		for _, n := range sc.notes {
+			params := n.params
+			if n.method == "notifications/progress" {
+				if len(token) == 0 {
+					continue // nobody asked for progress
+				}
+				params = progress(n.params)
+			}
+			notes = append(notes, []byte(`{"jsonrpc":"2.0","method":"`+n.method+`","params":`+string(params)+`}`))
+		}
+		if len(token) > 0 {
+			notes = append(notes, []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`+
+				string(progress([]byte(`"progress":100,"total":100,"message":"`+endOfNotes+`"}`)))+`}`))
+		}
+	}
+	resp = make([]byte, 0, len(sc.body)+64)
+	resp = append(resp, `{"jsonrpc":"2.0","id":`...)
+	resp = append(resp, id...)
+	resp = append(resp, `,"`+sc.member+`":`...)
+	resp = append(resp, sc.body...)
+	resp = append(resp, '}')
+	return notes, resp
+}
+
+// callOf reads what a scripted server needs of a tools/call: its id, tool,
+// key and progress token.
+type callOf struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name      string `json:"name"`
+		Arguments struct {
+			Key string `json:"key"`
+		} `json:"arguments"`
+		Meta struct {
+			ProgressToken json.RawMessage `json:"progressToken"`
+		} `json:"_meta"`
+	} `json:"params"`
+}
+
+// scripted is a scripted server as the rig drives it: it files the script
+// a call with key is answered by, and forgets it.
+type scripted interface {
+	set(key string, sc *script)
+	drop(key string)
+}
+
+// newScriptedMCP is the go-sdk server behind every scripted server: it
+// serves the handshake, the tool list and everything but the scripted
+// answers. A modern one speaks 2026-07-28, the other the session
+// revisions.
+func newScriptedMCP(tool string, modern bool) *mcp.Server {
+	opts := &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18"}}
+	if modern {
+		// 2026-07-28 alone: a server that also speaks a session revision
+		// is linked on that one.
+		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "scripted-" + tool, Version: "0"}, opts)
+	s.AddTool(&mcp.Tool{Name: tool, Description: "answers as the test scripted",
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"key": map[string]any{"type": "string"}}}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			// Never reached: every call is answered by the script.
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
+		})
+	return s
 }
 
 // scriptedServer is a go-sdk server over streamable HTTP whose one tool's
@@ -74,17 +165,7 @@ type scriptedServer struct {
 // session revisions alone, so the hub links to it on 2025-11-25.
 func startScripted(tb testing.TB, tool string, modern bool) *scriptedServer {
 	tb.Helper()
-	opts := &mcp.ServerOptions{SupportedProtocolVersions: []string{"2025-11-25", "2025-06-18"}}
-	if modern {
-		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28", "2025-11-25"}}
-	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "scripted-" + tool, Version: "0"}, opts)
-	s.AddTool(&mcp.Tool{Name: tool, Description: "answers as the test scripted",
-		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"key": map[string]any{"type": "string"}}}},
-		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			// Never reached: every call is answered by the script.
-			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "unscripted"}}}, nil
-		})
+	s := newScriptedMCP(tool, modern)
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: modern})
 	g := &scriptedServer{tool: tool, scripts: map[string]*script{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -127,19 +208,7 @@ func (g *scriptedServer) drop(key string) {
 // answer writes the scripted answer to a tools/call with a key it has a
 // script for, and reports whether it did.
 func (g *scriptedServer) answer(w http.ResponseWriter, body []byte) bool {
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Params struct {
-			Name      string `json:"name"`
-			Arguments struct {
-				Key string `json:"key"`
-			} `json:"arguments"`
-			Meta struct {
-				ProgressToken json.RawMessage `json:"progressToken"`
-			} `json:"_meta"`
-		} `json:"params"`
-	}
+	var msg callOf
 	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != g.tool {
 		return false
 	}
@@ -149,39 +218,42 @@ func (g *scriptedServer) answer(w http.ResponseWriter, body []byte) bool {
 	if sc == nil {
 		return false
 	}
-	resp := make([]byte, 0, len(sc.body)+64)
-	resp = append(resp, `{"jsonrpc":"2.0","id":`...)
-	resp = append(resp, msg.ID...)
-	resp = append(resp, `,"`+sc.member+`":`...)
-	resp = append(resp, sc.body...)
-	resp = append(resp, '}')
+	notes, resp := sc.wire(msg.ID, msg.Params.Meta.ProgressToken, sc.sse)
 	if !sc.sse {
 		w.Header().Set("Content-Type", "application/json")
+		if sc.cut {
+			cutAfter(w, resp[:len(resp)/2])
+			return true
+		}
 		_, _ = w.Write(resp)
 		return true
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	fl, _ := w.(http.Flusher)
-	event := func(data []byte) {
-		_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", data)
-		if fl != nil {
-			fl.Flush()
-		}
+	rc := http.NewResponseController(w)
+	for _, n := range notes {
+		_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", n)
+		_ = rc.Flush()
 	}
-	for _, n := range sc.notes {
-		params := n.params
-		if n.method == "notifications/progress" {
-			if len(msg.Params.Meta.ProgressToken) == 0 {
-				continue // nobody asked for progress
-			}
-			params = append(append([]byte(`{"progressToken":`), msg.Params.Meta.ProgressToken...), ',')
-			params = append(params, n.params...)
-		}
-		event([]byte(`{"jsonrpc":"2.0","method":"` + n.method + `","params":` + string(params) + `}`))
+	if sc.cut {
+		cutAfter(w, append([]byte("event: message\ndata: "), resp[:len(resp)/2]...))
+		return true
 	}
-	event(resp)
+	_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", resp)
 	return true
+}
+
+// cutAfter writes part of an answer and closes the connection under it, as
+// a server that died mid-answer leaves it: the answer's body ends without
+// its end.
+func cutAfter(w http.ResponseWriter, part []byte) {
+	rc := http.NewResponseController(w)
+	_, _ = w.Write(part)
+	_ = rc.Flush()
+	conn, _, err := rc.Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
 }
 
 // notesSeen gathers the notifications a client session received, as JSON
@@ -211,40 +283,38 @@ func (s *notesSeen) add(method string, params any) {
 	}
 }
 
-// take waits until n notifications arrived (or within passed), and grace
-// longer where more may come, then answers and forgets what arrived. The
-// notifications of a call come on its stream before its answer, but the
-// SDK hands them to the handlers on its own goroutine, so they may still be
-// on their way when the answer is back.
-func (s *notesSeen) take(n int, within, grace time.Duration) []map[string]any {
-	deadline := time.NewTimer(within)
+// isEnd tells the end of the notes of the call whose progress token is
+// token.
+func isEnd(n map[string]any, token string) bool {
+	params, _ := n["params"].(map[string]any)
+	return n["method"] == "notifications/progress" && params["progressToken"] == token && params["message"] == endOfNotes
+}
+
+// ended reports whether the end of the notes of the call with token came.
+func (s *notesSeen) ended(token string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.ContainsFunc(s.notes, func(n map[string]any) bool { return isEnd(n, token) })
+}
+
+// awaitEnd waits for the end of the notes of the call with token, and
+// reports whether it came within d: a bound on a hub that lost it, which
+// the comparison then shows.
+func (s *notesSeen) awaitEnd(token string, d time.Duration) bool {
+	deadline := time.NewTimer(d)
 	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		have := len(s.notes)
-		s.mu.Unlock()
-		if have >= n {
-			break
-		}
+	for !s.ended(token) {
 		select {
 		case <-s.more:
 		case <-deadline.C:
-			n = 0
+			return false
 		}
 	}
-	if grace > 0 {
-		// Notifications the hub may pass or drop: wait for any of them
-		// that will come, so none is taken for the next call's.
-		wait := time.NewTimer(grace)
-		defer wait.Stop()
-		for done := false; !done; {
-			select {
-			case <-s.more:
-			case <-wait.C:
-				done = true
-			}
-		}
-	}
+	return true
+}
+
+// take answers and forgets what arrived.
+func (s *notesSeen) take() []map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.notes
@@ -254,16 +324,30 @@ func (s *notesSeen) take(n int, within, grace time.Duration) []map[string]any {
 
 // rigClient is a client session and what it was told.
 type rigClient struct {
-	cs                        *mcp.ClientSession
-	seen                      *notesSeen
-	endpoint, token, revision string
+	cs       *mcp.ClientSession
+	seen     *notesSeen
+	revision string
+	// transport makes the client's connection: to an HTTP endpoint, or a
+	// stdio server's new process.
+	transport func() mcp.Transport
 }
 
 // dialRig connects a go-sdk client on revision to endpoint, presenting
 // token when one is given, asking for every log line.
 func dialRig(tb testing.TB, endpoint, token, revision string) *rigClient {
 	tb.Helper()
-	c := &rigClient{endpoint: endpoint, token: token, revision: revision}
+	hc := http.DefaultClient
+	if token != "" {
+		hc = hubtest.Client(token)
+	}
+	return dialWith(tb, revision, func() mcp.Transport {
+		return &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}
+	})
+}
+
+func dialWith(tb testing.TB, revision string, transport func() mcp.Transport) *rigClient {
+	tb.Helper()
+	c := &rigClient{revision: revision, transport: transport}
 	c.dial(tb)
 	return c
 }
@@ -273,7 +357,6 @@ func dialRig(tb testing.TB, endpoint, token, revision string) *rigClient {
 // one.
 func (c *rigClient) dial(tb testing.TB) {
 	tb.Helper()
-	endpoint, token, revision := c.endpoint, c.token, c.revision
 	seen := newNotesSeen()
 	client := mcp.NewClient(&mcp.Implementation{Name: "transparency", Version: "0"}, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -283,18 +366,13 @@ func (c *rigClient) dial(tb testing.TB) {
 			seen.add("notifications/message", req.Params)
 		},
 	})
-	hc := http.DefaultClient
-	if token != "" {
-		hc = hubtest.Client(token)
-	}
-	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc},
-		&mcp.ClientSessionOptions{ProtocolVersion: revision})
+	cs, err := client.Connect(context.Background(), c.transport(), &mcp.ClientSessionOptions{ProtocolVersion: c.revision})
 	if err != nil {
-		tb.Fatalf("connect %s on %s: %v", endpoint, revision, err)
+		tb.Fatalf("connect on %s: %v", c.revision, err)
 	}
-	if revision < "2026-07-28" {
+	if c.revision < "2026-07-28" {
 		if err := cs.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
-			tb.Fatalf("logging level on %s: %v", endpoint, err)
+			tb.Fatalf("logging level on %s: %v", c.revision, err)
 		}
 	}
 	if c.cs != nil {
@@ -333,30 +411,45 @@ func ownNotes(notes []map[string]any, token string) []map[string]any {
 	return out
 }
 
-// call runs tool with the script and waits for the notes it expects, and
-// for grace longer where the script holds notes that may or may not come.
-func (c *rigClient) call(tb testing.TB, g *scriptedServer, tool string, sc *script, wantNotes int, grace time.Duration) outcome {
+// call runs tool with the script and gathers the notes that came with it.
+// streamed says the server writes the answer on a stream (an event stream,
+// or stdio), which it ends with endOfNotes. drain is set for a client of
+// the hub, whose failed result may be a refusal of an answer the hub could
+// not read to its end, so the end of the notes may never come.
+func (c *rigClient) call(tb testing.TB, g scripted, tool string, sc *script, streamed, drain bool) outcome {
 	tb.Helper()
 	key := "k" + strconv.FormatInt(callKeys.Add(1), 10)
+	token := "progress-" + key
 	g.set(key, sc)
 	defer g.drop(key)
 	params := &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"key": key}}
 	// A token of the call's own, so a progress notification late for
 	// one call is never taken for the next's.
-	params.SetProgressToken("progress-" + key)
+	params.SetProgressToken(token)
 	if c.revision >= "2026-07-28" {
 		// A 2026-07-28 client asks for log lines in the request itself.
 		params.Meta[mcp.MetaKeyLogLevel] = "debug"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := c.cs.CallTool(ctx, params)
-	// The answer is back: every notification the client will be given is
-	// on its way, so a short wait past the expected count only bounds a
-	// hub that lost one.
-	o := outcome{res: res, err: err, notes: ownNotes(c.seen.take(wantNotes, 2*time.Second, grace), "progress-"+key)}
 	var wire *jsonrpc.Error
-	if err != nil && !errors.As(err, &wire) {
+	broken := err != nil && !errors.As(err, &wire)
+	closed := false
+	switch {
+	case !streamed || c.seen.ended(token):
+	case broken || drain && res != nil && res.IsError:
+		// The end of the notes may never come: the client (or the hub's
+		// link) could not read the stream to its end. Closing the
+		// session runs the client's queue of notifications to its end
+		// before it returns, so what was read is in, and nothing later.
+		_ = c.cs.Close()
+		closed = true
+	default:
+		c.seen.awaitEnd(token, 10*time.Second)
+	}
+	o := outcome{res: res, err: err, notes: ownNotes(c.seen.take(), token)}
+	if broken || closed {
 		c.dial(tb)
 	}
 	return o
@@ -365,61 +458,106 @@ func (c *rigClient) call(tb testing.TB, g *scriptedServer, tool string, sc *scri
 // transparencyRig is everything FuzzTransparency calls.
 type transparencyRig struct {
 	hub     *Hub
-	servers map[string]*scriptedServer // by tool name
-	direct  map[string]*rigClient      // by tool name: a client of that server alone
-	viaHub  []*rigClient               // one per revision a client speaks to the hub
+	servers []*rigServer
+	viaHub  []*rigClient // one per revision a client speaks to the hub
 }
 
-// linksUp checks the hub's links to both scripted servers are up after a
-// call: a server's answer, whatever it holds, must never take the link
-// down. A link that went down is restarted at once (as a reload does), so
-// the next call is judged on its own.
-func (rig *transparencyRig) linksUp(t *testing.T, tool, revision string, fast bool) {
+// rigServer is one scripted server, the hub's mcp_servers entry for it,
+// and a client of it alone.
+type rigServer struct {
+	name, tool string // its entry's name, its tool's
+	scripts    scripted
+	direct     *rigClient
+	stdio      bool
+	modern     bool // linked on 2026-07-28, not on a session revision
+}
+
+// streamed says an answer of the script comes on a stream: every stdio
+// answer does.
+func (s *rigServer) streamed(sc *script) bool { return s.stdio || sc.sse }
+
+// instance is the hub's link to the server.
+func (rig *transparencyRig) instance(name string) *upstream.Instance {
+	rig.hub.servers.mu.Lock()
+	defer rig.hub.servers.mu.Unlock()
+	return rig.hub.servers.byName[name].inst
+}
+
+// linksUp checks the hub's links to the scripted servers are up after a
+// call through the hub began at since: a server's answer, whatever it
+// holds, must never take the link down, but for a stdio server whose
+// process ended mid-answer (a cut script), which the hub must bring back.
+// A link that went down is restarted at once (as a reload does), so the
+// next call is judged on its own.
+func (rig *transparencyRig) linksUp(t *testing.T, called *rigServer, sc *script, since time.Time, revision string, fast bool) {
 	t.Helper()
-	for _, name := range []string{"session", "modern"} {
-		rig.hub.servers.mu.Lock()
-		inst := rig.hub.servers.byName[name].inst
-		rig.hub.servers.mu.Unlock()
+	for _, s := range rig.servers {
+		inst := rig.instance(s.name)
+		if s == called && s.stdio && sc.cut {
+			rig.restarted(t, s.name, since)
+			continue
+		}
 		if st := inst.Status(); st.State != upstream.StateRunning {
 			t.Errorf("%s, a %s client through the hub (fast=%v): the answer took the hub's link to %q down: %s (%s)",
-				tool, revision, fast, name, st.State, st.Cause)
+				called.tool, revision, fast, s.name, st.State, st.Cause)
 			rig.hub.servers.reconcile(rig.hub.Company())
-			deadline := time.Now().Add(30 * time.Second)
-			for inst.Status().State != upstream.StateRunning {
-				if time.Now().After(deadline) {
-					t.Fatalf("the hub's link to %q did not come back", name)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			rig.restarted(t, s.name, time.Time{})
 		}
 	}
 }
 
-// The scripted servers' tools: one the hub links to on a session revision,
-// one it links to on 2026-07-28.
-const (
-	sessionTool = "scripted_session"
-	modernTool  = "scripted_modern"
-)
+// restarted waits until the hub has the server's link up again after a
+// death no earlier than since. The hub restarts a server that died at once
+// the first time, later ones after a wait; the operator's retry (MCP-9)
+// skips that wait, so every input finds the server up.
+func (rig *transparencyRig) restarted(t *testing.T, name string, since time.Time) {
+	t.Helper()
+	inst := rig.instance(name)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := inst.Status()
+		if st.State == upstream.StateRunning && st.Since.After(since) {
+			return
+		}
+		if st.State == upstream.StateDown {
+			inst.Retry()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hub's link to %q did not come back: %s (%s)", name, st.State, st.Cause)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
-// newTransparencyRig starts both scripted servers, a hub with both as
-// mcp_servers entries, and the client sessions.
+// newTransparencyRig starts the scripted servers (over streamable HTTP and
+// stdio, each linked on a session revision and on 2026-07-28), a hub with
+// them as mcp_servers entries, and the client sessions.
 func newTransparencyRig(tb testing.TB) *transparencyRig {
 	tb.Helper()
-	rig := &transparencyRig{servers: map[string]*scriptedServer{}, direct: map[string]*rigClient{}}
-	rig.servers[sessionTool] = startScripted(tb, sessionTool, false)
-	rig.servers[modernTool] = startScripted(tb, modernTool, true)
+	rig := &transparencyRig{}
+	session := startScripted(tb, "scripted_session", false)
+	modern := startScripted(tb, "scripted_modern", true)
+	rig.servers = []*rigServer{
+		{name: "session", tool: session.tool, scripts: session},
+		{name: "modern", tool: modern.tool, scripts: modern, modern: true},
+		newStdioScripted(tb, "stdio_session", "scripted_stdio_session", false),
+		newStdioScripted(tb, "stdio_modern", "scripted_stdio_modern", true),
+	}
 	doc := testCompany + "mcp_servers:\n" +
-		fmt.Sprintf("  - {name: session, url: %q, headers: {X-Api-Key: \"${UP_KEY}\"}}\n", rig.servers[sessionTool].url) +
-		fmt.Sprintf("  - {name: modern, url: %q}\n", rig.servers[modernTool].url)
+		fmt.Sprintf("  - {name: session, url: %q, headers: {X-Api-Key: \"${UP_KEY}\"}}\n", session.url) +
+		fmt.Sprintf("  - {name: modern, url: %q}\n", modern.url)
+	for _, s := range rig.servers[2:] {
+		doc += s.scripts.(*stdioScripted).entry(s.name)
+	}
 	co, err := config.Parse([]byte(doc))
 	if err != nil {
 		tb.Fatalf("%s\n%v", doc, err)
 	}
 	env := map[string]string{"ADA_TOKEN": adaTok, "CI_TOKEN": "ci-token-123456", "UP_KEY": transparencySecret}
+	ev := logEvents{ch: make(chan slog.Record, 4096)}
 	h, err := New(context.Background(), Options{
-		Company: co,
-		Env:     func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		Company: co, Logger: slog.New(ev),
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -427,20 +565,51 @@ func newTransparencyRig(tb testing.TB) *transparencyRig {
 	front := httptest.NewServer(h.Handler())
 	tb.Cleanup(func() { h.Close(); front.Close() })
 	rig.hub = h
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, a := h.company.Get(sessionTool)
-		_, b := h.company.Get(modernTool)
-		if a && b {
-			break
+	deadline := time.Now().Add(30 * time.Second)
+	for _, s := range rig.servers {
+		for {
+			if _, ok := h.company.Get(s.tool); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				tb.Fatalf("the hub did not file the tool of %q", s.name)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the hub did not file the scripted servers' tools")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	rig.direct[sessionTool] = dialRig(tb, rig.servers[sessionTool].url, "", "2025-11-25")
-	rig.direct[modernTool] = dialRig(tb, rig.servers[modernTool].url, "", "2026-07-28")
+	// Each server is linked on the revision it is there for: the hub
+	// says so as it shakes hands.
+	linked := map[string]string{}
+	for len(ev.ch) > 0 {
+		if r := <-ev.ch; r.Message == "server_handshake" {
+			var server, session string
+			r.Attrs(func(a slog.Attr) bool {
+				switch a.Key {
+				case "server":
+					server = a.Value.String()
+				case "session":
+					session = a.Value.String()
+				}
+				return true
+			})
+			linked[server] = session
+		}
+	}
+	for _, s := range rig.servers {
+		if want := strconv.FormatBool(!s.modern); linked[s.name] != want {
+			tb.Fatalf("the hub linked %q with session=%q, not %s", s.name, linked[s.name], want)
+		}
+	}
+	rig.servers[0].direct = dialRig(tb, session.url, "", "2025-11-25")
+	rig.servers[1].direct = dialRig(tb, modern.url, "", "2026-07-28")
+	for _, s := range rig.servers[2:] {
+		st := s.scripts.(*stdioScripted)
+		rev := "2025-11-25"
+		if st.modern {
+			rev = "2026-07-28"
+		}
+		s.direct = dialWith(tb, rev, st.command)
+	}
 	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
 		rig.viaHub = append(rig.viaHub, dialRig(tb, front.URL+"/operator/mcp", adaTok, rev))
 	}
