@@ -21,6 +21,14 @@ import (
 // request of a session: a session no POST has used for SessionIdle is
 // closed, a POST in flight holding the timer off.
 //
+// A session whose client is gone is kept only for SessionGrace: one that
+// sent nothing past its handshake (initialize, the initialized
+// notification), and one whose client's event stream (its GET) ended with
+// nothing open since. A client that exits without a DELETE, as the MCP
+// Inspector does after each command, ends its stream as it goes; a client
+// still there opens it again or sends a request well within the grace,
+// and is kept for SessionIdle once more.
+//
 // A session leaves the table when it is closed: by its idle timer, by the
 // client's DELETE, or by the hub's close. The SDK closes a streamable
 // session for no other reason.
@@ -45,16 +53,35 @@ type opSession struct {
 	// stood idle, nil once the session is closed.
 	refs  int
 	timer *time.Timer
+	// streams counts the client's GET streams open; engaged says the
+	// client used the session past its handshake and has not left since
+	// (its last stream ended): an engaged session is kept for the table's
+	// idle, any other for its grace.
+	streams int
+	engaged bool
 }
 
 type sessionTable struct {
-	idle time.Duration
-	mu   sync.Mutex
-	byID map[string]*opSession
+	idle, grace time.Duration
+	mu          sync.Mutex
+	byID        map[string]*opSession
 }
 
-func newSessionTable(idle time.Duration) *sessionTable {
-	return &sessionTable{idle: idle, byID: map[string]*opSession{}}
+// newSessionTable keeps a session in use for idle, one whose client sent
+// nothing past its handshake or left for grace (never longer than idle).
+func newSessionTable(idle, grace time.Duration) *sessionTable {
+	if grace <= 0 || grace > idle {
+		grace = idle
+	}
+	return &sessionTable{idle: idle, grace: grace, byID: map[string]*opSession{}}
+}
+
+// wait is how long s may stand idle now; s.mu is held.
+func (t *sessionTable) wait(s *opSession) time.Duration {
+	if s.engaged || s.streams > 0 {
+		return t.idle
+	}
+	return t.grace
 }
 
 // opened records a session whose initialize succeeded.
@@ -64,7 +91,7 @@ func (t *sessionTable) opened(ss *mcp.ServerSession, user string, caps *mcp.Clie
 		return
 	}
 	s := &opSession{id: id, user: user, ss: ss, caps: caps}
-	s.timer = time.AfterFunc(t.idle, func() { t.close(s) })
+	s.timer = time.AfterFunc(t.grace, func() { t.close(s) })
 	t.mu.Lock()
 	t.byID[id] = s
 	t.mu.Unlock()
@@ -117,12 +144,17 @@ func (t *sessionTable) closeAll() {
 	}
 }
 
-// startPOST holds the idle timer off while a POST of the session runs.
+// startPOST holds the idle timer off while a POST of the session runs. A
+// POST after the initialized notification engages the session: the
+// handshake's own (that notification) does not.
 func (s *opSession) startPOST() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.timer == nil {
 		return
+	}
+	if s.initialized {
+		s.engaged = true
 	}
 	if s.refs == 0 {
 		s.timer.Stop()
@@ -131,14 +163,45 @@ func (s *opSession) startPOST() {
 }
 
 // endPOST starts the idle timer again once no POST of the session runs.
-func (s *opSession) endPOST(idle time.Duration) {
+func (t *sessionTable) endPOST(s *opSession) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.timer == nil {
 		return
 	}
 	if s.refs--; s.refs == 0 {
-		s.timer.Reset(idle)
+		s.timer.Reset(t.wait(s))
+	}
+}
+
+// startStream engages the session while the client's GET stream is open.
+func (t *sessionTable) startStream(s *opSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer == nil {
+		return
+	}
+	s.streams++
+	s.engaged = true
+	if s.refs == 0 {
+		s.timer.Reset(t.idle)
+	}
+}
+
+// endStream is a GET of the session ending; served says it was a stream
+// (answered 200), not a GET refused at once. The last stream ending is
+// the client gone, until it comes back: only the grace is left.
+func (t *sessionTable) endStream(s *opSession, served bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.timer == nil {
+		return
+	}
+	if s.streams--; s.streams == 0 && served {
+		s.engaged = false
+		if s.refs == 0 {
+			s.timer.Reset(t.grace)
+		}
 	}
 }
 
@@ -151,8 +214,13 @@ func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(h
 		next(w, r)
 	case r.Method == http.MethodPost:
 		s.startPOST()
-		defer s.endPOST(t.idle)
+		defer t.endPOST(s)
 		next(w, r)
+	case r.Method == http.MethodGet:
+		t.startStream(s)
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() { t.endStream(s, sw.status == http.StatusOK) }()
+		next(sw, r)
 	case r.Method == http.MethodDelete:
 		sw := &statusWriter{ResponseWriter: w}
 		next(sw, r)

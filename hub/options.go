@@ -144,6 +144,12 @@ type Options struct {
 	// for this long; 30 minutes if 0. Clients that go away without ending
 	// their session would otherwise hold its memory for the hub's life.
 	SessionIdle time.Duration
+	// SessionGrace closes sooner a 2025 operator session whose client
+	// sent nothing past its handshake, or whose event stream ended with
+	// nothing open since (a client that exited without ending it, as the
+	// MCP Inspector does); DefaultSessionGrace if 0, never past
+	// SessionIdle.
+	SessionGrace time.Duration
 	// Observers watch the hub's calls and servers (metrics, traces); the
 	// zero value watches nothing.
 	Observers Observers
@@ -165,6 +171,12 @@ type Options struct {
 
 // DefaultSessionIdle is how long an unused 2025 operator session is kept.
 const DefaultSessionIdle = 30 * time.Minute
+
+// DefaultSessionGrace is how long a 2025 operator session is kept once its
+// client looks gone: long enough for a client still there to open its
+// stream again (the SDKs retry within seconds), short enough that a
+// command-line client run in a loop leaves no trail of sessions.
+const DefaultSessionGrace = time.Minute
 
 // ensureDefaults fills what was left zero.
 func (o *Options) ensureDefaults() {
@@ -188,6 +200,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = DefaultSessionIdle
+	}
+	if o.SessionGrace <= 0 {
+		o.SessionGrace = DefaultSessionGrace
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = 4 << 20

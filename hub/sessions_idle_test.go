@@ -2,13 +2,17 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // openRawSessions opens n 2025 sessions as a client that goes away without
@@ -128,5 +132,113 @@ func TestRuntimeRouteIsForAdministrators(t *testing.T) {
 	}
 	if code := getJSON(t, th.url+"/debug/runtime", "ci-token-123456", &row); code != http.StatusForbidden {
 		t.Fatalf("a token that is not an administrator's: %d", code)
+	}
+}
+
+// serverSession is the hub's side of a client's session.
+func (th *testHub) serverSession(t *testing.T, id string) *mcp.ServerSession {
+	t.Helper()
+	for ss := range th.operator.server.Sessions() {
+		if ss.ID() == id {
+			return ss
+		}
+	}
+	t.Fatalf("no session %q on the hub", id)
+	return nil
+}
+
+// waitClosed waits for the hub to close a session, up to a bound.
+func waitClosed(t *testing.T, ss *mcp.ServerSession, within time.Duration, what string) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() { _ = ss.Wait(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(within):
+		t.Fatalf("%s: its session is still open %s on", what, within)
+	}
+}
+
+// exitingClient is an HTTP client that can exit as a process does: its
+// connections cut at once, nothing sent after, no DELETE.
+type exitingClient struct {
+	mu     sync.Mutex
+	conns  []net.Conn
+	exited bool
+}
+
+func (c *exitingClient) http(token string) *http.Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.exited {
+			return nil, errors.New("the client has exited")
+		}
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			c.conns = append(c.conns, conn)
+		}
+		return conn, err
+	}}
+	return &http.Client{Transport: hubtest.Bearer{Token: token, Base: tr}}
+}
+
+func (c *exitingClient) exit() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.exited = true
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+}
+
+// Issue 29: a 2025 client that goes away without ending its session (the
+// MCP Inspector, after each command) no longer leaves it open for
+// SessionIdle. A session that sent nothing past its handshake, and one
+// whose client's event stream ended with nothing since, are closed after
+// SessionGrace; one whose client is still there is kept for SessionIdle.
+func TestGoneClientsSessionsEndAfterTheGrace(t *testing.T) {
+	const grace = 300 * time.Millisecond
+	th := newTestHub(t, func(o *Options) { o.SessionIdle = time.Hour; o.SessionGrace = grace })
+	endpoint := th.url + "/operator/mcp"
+	dial := func(hc *http.Client, tr *mcp.StreamableClientTransport) *mcp.ClientSession {
+		t.Helper()
+		tr.Endpoint, tr.HTTPClient = endpoint, hc
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "grace-test", Version: "0"}, nil).
+			Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cs.Close() })
+		return cs
+	}
+
+	// In use: a call, its event stream open, then nothing for longer
+	// than the grace.
+	kept := dial(hubtest.Client("ada-token-123456"), &mcp.StreamableClientTransport{})
+	if _, err := kept.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The handshake and nothing else, no event stream either.
+	idle := dial(hubtest.Client("ada-token-123456"), &mcp.StreamableClientTransport{DisableStandaloneSSE: true})
+	waitClosed(t, th.serverSession(t, idle.ID()), 20*time.Second, "a client that sent nothing past its handshake")
+	// The session in use has stood idle longer than that one by now, and
+	// is kept.
+	if _, err := kept.ListTools(context.Background(), nil); err != nil {
+		t.Fatalf("the session in use was closed: %v", err)
+	}
+
+	// As the Inspector runs a command: its stream open, a call, then the
+	// process exits.
+	var inspector exitingClient
+	cs := dial(inspector.http("ada-token-123456"), &mcp.StreamableClientTransport{MaxRetries: -1})
+	if _, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hi"}}); err != nil {
+		t.Fatal(err)
+	}
+	ss := th.serverSession(t, cs.ID())
+	inspector.exit()
+	waitClosed(t, ss, 20*time.Second, "a client that exited")
+	if _, err := kept.ListTools(context.Background(), nil); err != nil {
+		t.Fatalf("the session in use was closed: %v", err)
 	}
 }
