@@ -72,8 +72,10 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 	}
 	u.fileMu.Unlock()
 	if err != nil {
-		u.log.Error("mcp_server_failed", "server", name, "seat", s.seat, "reason", err.Error())
-		u.status.filed(key, s.inst, err.Error(), unlisted)
+		reason := err.Error() + ". The hub stopped it, since none of its tools can be offered; the next apply starts it again"
+		u.log.Error("mcp_server_failed", "server", name, "seat", s.seat, "reason", reason)
+		u.status.filed(key, s.inst, reason, unlisted)
+		u.refuse(s)
 		return
 	}
 	u.status.filed(key, s.inst, "", unlisted)

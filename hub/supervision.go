@@ -80,6 +80,9 @@ type supervision struct {
 	// closed is set by closeAll: an apply racing the hub's close starts
 	// nothing that nobody would stop.
 	closed bool
+	// refusing counts the stops of instances refused for a name
+	// collision (refuse), which closeAll waits for.
+	refusing sync.WaitGroup
 
 	fileMu sync.Mutex
 }
@@ -102,6 +105,9 @@ type upstreamServer struct {
 	seat     string
 	resolved upstream.Resolved
 	inst     *upstream.Instance
+	// refused says its tools were refused for a name collision and it
+	// was stopped (refuse); guarded by supervision's mu.
+	refused bool
 }
 
 func (s *upstreamServer) key() string { return instanceKey(s.decl.Name, s.seat) }
@@ -160,7 +166,9 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 			u.status.held(key, w.Server.Name, w.Seat, hold)
 			continue
 		}
-		if cur != nil && cur.inst != nil && cur.resolved.Digest == resolved.Digest && sameDecl(cur.decl, w.Server) {
+		// A server stopped for a collision is started again, as a down
+		// one is retried (MCP-9): the revision may have freed its names.
+		if cur != nil && cur.inst != nil && !cur.refused && cur.resolved.Digest == resolved.Digest && sameDecl(cur.decl, w.Server) {
 			if !sameFiling(cur.decl, w.Server) {
 				// Overrides and a delivery surface change the catalogue,
 				// not the server: refile its tools, no restart.
@@ -356,7 +364,8 @@ func (u *supervision) listings() map[string][]upstream.Tool {
 	return out
 }
 
-// closeAll stops every instance, side by side.
+// closeAll stops every instance, side by side, and waits for the stops
+// refuse began.
 func (u *supervision) closeAll() {
 	u.mu.Lock()
 	u.closed = true
@@ -368,6 +377,28 @@ func (u *supervision) closeAll() {
 	}
 	u.mu.Unlock()
 	fanOut(u.log, "stop servers", tasks...)
+	u.refusing.Wait()
+}
+
+// refuse stops an instance whose tools were refused for a name collision
+// (CAT-12): none of its tools can be offered, so its process would only
+// run on unused until the hub stopped. It is called from the instance's
+// own goroutine, while it files its tools, which Close waits for: so the
+// stop runs beside it, and closeAll waits for it. The next apply starts
+// the server again (reconcile), in case it freed the names.
+func (u *supervision) refuse(s *upstreamServer) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.closed || u.byName[s.key()] != s {
+		// Whoever closed the hub, or replaced the instance, stops it.
+		return
+	}
+	s.refused = true
+	u.refusing.Add(1)
+	go func() {
+		defer u.refusing.Done()
+		_ = s.inst.Close()
+	}()
 }
 
 // awaitStarted waits until no instance is still in its first start, or ctx
