@@ -120,16 +120,33 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 	b.do("the rows", chromedp.WaitVisible(css(`tr[data-server="everything"][data-state="Running"]`)),
 		chromedp.WaitVisible(css(`tr[data-server="ghost"][data-state="Failing"]`)),
 		chromedp.WaitVisible(css(`tr[data-server="perseat"][data-state="Running"]`)))
-	if got := b.text(`tr[data-server="ghost"] td.failure`); !strings.Contains(got, "mcp-ghost") {
-		t.Fatalf("ghost's first failure reads %q", got)
+	if got := b.text(`tr[data-server="ghost"] td.reason`); !strings.Contains(got, "mcp-ghost") {
+		t.Fatalf("ghost's reason reads %q", got)
 	}
 
-	// The catalogue by source: a hint the server never sent reads
-	// unknown, never as a read; an override reads as it says; the failed
-	// server is a missing group; the per-seat server's tools are its own.
-	b.do("the catalogue", chromedp.WaitVisible(css(`section[data-source="builtin"] tr[data-tool="lookup_colleague"]`)),
-		chromedp.WaitVisible(css(`section.missing[data-source="mcp:ghost"]`)),
-		chromedp.WaitVisible(css(`section[data-source="mcp:perseat"] tr[data-tool="ps_test_simple_text"]`)))
+	// The catalogue by source, the servers an operator added first: a
+	// hint the server never sent reads unknown, never as a read; an
+	// override reads as it says; the failed server is a missing group;
+	// the per-seat server's tools are its own. The builtins come last,
+	// folded by first-party server, closed, each with its count.
+	b.do("the catalogue", chromedp.WaitVisible(css(`section.missing[data-source="mcp:ghost"]`)),
+		chromedp.WaitVisible(css(`section[data-source="mcp:perseat"] tr[data-tool="ps_test_simple_text"]`)),
+		chromedp.WaitVisible(css(`section[data-source="builtin"] details[data-server="builtins"] summary`)))
+	if got := evalIn[[]string](b, `[...document.querySelectorAll("section.group")].map(s => s.dataset.source)`); len(got) == 0 ||
+		got[0] != "mcp:everything" || got[len(got)-1] != "builtin" {
+		t.Errorf("catalogue groups in the order %q, want the third-party servers first and the builtins last", got)
+	}
+	if open := evalIn[int](b, `document.querySelectorAll("details.first-party[open]").length`); open != 0 {
+		t.Errorf("%d builtin folds open on arrival", open)
+	}
+	if got := b.text(`details[data-server="builtins"] summary`); !strings.Contains(got, "builtins") || !strings.Contains(got, "tools") {
+		t.Errorf("the builtins fold's summary reads %q", got)
+	}
+	if h := evalIn[float64](b, `document.querySelector('section[data-source="builtin"]').getBoundingClientRect().height`); h > 600 {
+		t.Errorf("the folded builtins take %.0f px", h)
+	}
+	b.do("open the builtins fold", chromedp.Click(css(`details[data-server="builtins"] summary`)),
+		chromedp.WaitVisible(css(`details[data-server="builtins"] tr[data-tool="lookup_colleague"]`)))
 	cell := func(tool, col string) string {
 		return b.text(fmt.Sprintf(`section[data-source="mcp:everything"] tr[data-tool=%q] td.%s`, tool, col))
 	}
@@ -145,7 +162,8 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 			t.Errorf("%s %s reads %q, want %q", c.tool, c.col, got, c.want)
 		}
 	}
-	if got := b.text(`section[data-source="mcp:ghost"]`); !strings.Contains(got, "no tools") || !strings.Contains(got, "mcp-ghost") {
+	// Its reason is said once, in its row: the group points there.
+	if got := b.text(`section[data-source="mcp:ghost"]`); !strings.Contains(got, "no tools") || !strings.Contains(got, "its row") || strings.Contains(got, "mcp-ghost") {
 		t.Errorf("ghost's group reads %q", got)
 	}
 	b.shot("02-mcp-tools")
@@ -154,7 +172,7 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 	// it registered no tools and why; another's unlisted annotations.
 	b.do("open ghost's page", chromedp.Click(css(`a[href="/settings/mcp-tools/servers/ghost"]`)),
 		chromedp.WaitVisible(css("#no-tools")))
-	if got := b.text("#no-tools"); !strings.Contains(got, "registered no tools") || !strings.Contains(got, "mcp-ghost") {
+	if got := b.text("#no-tools"); !strings.Contains(got, "registered no tools") || !strings.Contains(got, "under Nodes") {
 		t.Errorf("ghost's page says %q", got)
 	}
 	if got := b.text(`#nodes tr[data-state="Failing"] .full-reason`); !strings.Contains(got, "no such file or directory") {
@@ -205,6 +223,7 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 	b.do("submit the form", chromedp.SetValue(css("#env-value-0"), "${"+screenSecretName+"}"),
 		chromedp.Click(css(`#add-server button[type=submit]`)),
 		chromedp.WaitVisible(css("#add-result .ok")),
+		waitFor(`document.querySelector("#add-result .ok").textContent.includes("running")`),
 		chromedp.WaitVisible(css(`tr[data-server="added"][data-state="Running"]`)),
 		chromedp.WaitVisible(css(`section[data-source="mcp:added"] tr[data-tool="added_test_simple_text"]`)))
 	if !evalIn[bool](b, `window.__notReloaded === true`) {
@@ -217,14 +236,41 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 	}
 	b.shot("07-added-live")
 
+	// A server whose tools take names the hub holds: the form waits for
+	// its first start and says it is failing, for the collision, as its
+	// row does; it never reads as added and well.
+	b.do("add a colliding server", chromedp.SendKeys(css("#add-name"), "everything2"),
+		chromedp.SendKeys(css("#add-command"), bin),
+		chromedp.Click(css(`#add-server button[type=submit]`)),
+		chromedp.WaitVisible(css("#add-result .error")),
+		chromedp.WaitVisible(css(`tr[data-server="everything2"][data-state="Failing"]`)))
+	if got := b.text("#add-result"); !strings.Contains(got, "Added everything2 to the company file, but it is failing") ||
+		!strings.Contains(got, "collision") || !strings.Contains(got, "stopped it") {
+		t.Errorf("the form's answer for a colliding server reads %q", got)
+	}
+	if n := evalIn[int](b, `document.querySelectorAll("#add-result .ok").length`); n != 0 {
+		t.Error("the form said a colliding server was added well")
+	}
+	if got := b.text(`tr[data-server="everything2"] td.reason`); !strings.Contains(got, "collision") {
+		t.Errorf("everything2's row reads %q", got)
+	}
+	b.shot("07b-added-colliding")
+
 	// A child killed: its row reads Failing with what took it down, then
-	// Running again once restarted, all without a reload.
+	// Running again once restarted, all without a reload; a fold the
+	// person opened stays open as the page follows.
+	b.do("open the builtins fold", chromedp.Click(css(`details[data-server="builtins"] summary`)),
+		chromedp.WaitVisible(css(`details[data-server="builtins"] tr[data-tool="lookup_colleague"]`)))
 	if err := killChild(t, h, "screen-everything"); err != nil {
 		t.Fatal(err)
 	}
 	b.do("the row goes down", chromedp.WaitVisible(css(`tr[data-server="everything"][data-state="Failing"]`)))
-	if got := b.text(`tr[data-server="everything"] td.failure`); !strings.Contains(got, "signal 9") {
+	if got := b.text(`tr[data-server="everything"] td.reason`); !strings.Contains(got, "signal 9") {
 		t.Errorf("the killed server's failure reads %q", got)
+	}
+	// The page swapped its live region; the fold opened stays open.
+	if !evalIn[bool](b, `document.querySelector('details[data-server="builtins"]').open`) {
+		t.Error("the builtins fold closed when the page followed a change")
 	}
 	b.shot("08-child-killed")
 	b.do("the row comes back", chromedp.WaitVisible(css(`tr[data-server="everything"][data-state="Running"]`)))

@@ -1,9 +1,11 @@
 package hub
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
@@ -44,17 +46,22 @@ func (b screenBackend) Servers() []screen.Server {
 	rows := b.f.control.serverRows()
 	out := make([]screen.Server, 0, len(rows))
 	for _, r := range rows {
-		s := screen.Server{Name: r.Name, Shared: r.Shared, State: r.State, Unlisted: r.UnlistedAnnotations,
-			Launch: screen.Launch{Transport: r.Launch.Transport, Command: r.Launch.Command, Args: r.Launch.Args,
-				URL: r.Launch.URL, Env: r.Launch.Env, Headers: r.Launch.Headers}}
-		for _, c := range r.Nodes {
-			seat, reason := seatOfReason(c.Reason)
-			s.Cells = append(s.Cells, screen.Cell{Node: c.Node, State: c.State, Reason: reason, Seat: seat,
-				NextRestart: c.NextRestart, Tools: c.Tools})
-		}
-		out = append(out, s)
+		out = append(out, screenRow(r))
 	}
 	return out
+}
+
+// screenRow reads a status row as the screen's view of it.
+func screenRow(r serverRow) screen.Server {
+	s := screen.Server{Name: r.Name, Shared: r.Shared, State: r.State, Unlisted: r.UnlistedAnnotations,
+		Launch: screen.Launch{Transport: r.Launch.Transport, Command: r.Launch.Command, Args: r.Launch.Args,
+			URL: r.Launch.URL, Env: r.Launch.Env, Headers: r.Launch.Headers}}
+	for _, c := range r.Nodes {
+		seat, reason := seatOfReason(c.Reason)
+		s.Cells = append(s.Cells, screen.Cell{Node: c.Node, State: c.State, Reason: reason, Seat: seat,
+			NextRestart: c.NextRestart, Tools: c.Tools})
+	}
+	return s
 }
 
 // seatOfReason splits the seat an instance's reason names ("seat ada: ...",
@@ -80,8 +87,14 @@ func (b screenBackend) Tools() []screen.Tool {
 			return
 		}
 		seen[key] = true
-		out = append(out, screen.Tool{Name: e.Name, Source: string(e.Source), Description: e.Description,
-			Hints: e.Hints, Delivers: e.Delivers, Args: e.ArgCount(), PerSeat: perSeat})
+		t := screen.Tool{Name: e.Name, Source: string(e.Source), Description: e.Description,
+			Hints: e.Hints, Delivers: e.Delivers, Args: e.ArgCount(), PerSeat: perSeat}
+		// A builtin is served by one of the hub's first-party servers,
+		// which the screen folds the builtins by.
+		if m, ok := e.backend.(*mounted); ok && e.Source == SourceBuiltin {
+			t.Server = m.name
+		}
+		out = append(out, t)
 	}
 	for _, e := range CompanyRegistry(b.f.company).Entries() {
 		add(e, false)
@@ -101,9 +114,80 @@ func (b screenBackend) SecretNames() []string {
 	return b.f.opts.SecretNames()
 }
 
-func (b screenBackend) AddServer(entry config.MCPServer, write bool) screen.AddResult {
+func (b screenBackend) AddServer(ctx context.Context, entry config.MCPServer, write bool) screen.AddResult {
 	a := b.f.addServer(entry, write)
-	return screen.AddResult{Status: a.status, Class: string(a.class), Error: a.err, Violations: a.violations}
+	res := screen.AddResult{Status: a.status, Class: string(a.class), Error: a.err, Violations: a.violations}
+	if a.status == http.StatusCreated {
+		if row, ok := b.firstState(ctx, entry); ok {
+			res.Server = &row
+		}
+	}
+	return res
+}
+
+// firstStartWait bounds how long the form's answer waits for a server's
+// first start when its entry names no startup_timeout_seconds: the time
+// the hub gives a start by default.
+const firstStartWait = 60 * time.Second
+
+// firstState waits until no instance of a server just added is still in
+// its first start on this node, then reads its row. Its tools are filed,
+// or refused, before a start reads as running, so the row it answers is
+// the one the table shows next, collision included. The wait follows the
+// change feed, bounded by the server's own startup timeout and by ctx;
+// what it answers when either ends first still says the start is under
+// way.
+func (b screenBackend) firstState(ctx context.Context, entry config.MCPServer) (screen.Server, bool) {
+	wait := time.Duration(entry.StartupTimeoutSeconds) * time.Second
+	if wait <= 0 {
+		wait = firstStartWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	for {
+		// Watched before the rows are read, so a change in between is
+		// not missed.
+		_, changed := b.f.changes.watch()
+		row, ok := b.row(entry.Name)
+		if !ok {
+			return screen.Server{}, false
+		}
+		if !b.starting(row) {
+			return screenRow(row), true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return screenRow(row), true
+		}
+	}
+}
+
+// row is one server's status row.
+func (b screenBackend) row(name string) (serverRow, bool) {
+	for _, r := range b.f.control.serverRows() {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return serverRow{}, false
+}
+
+// starting reports whether any of this node's instances of a row's server
+// is still in its first start: its cell counts an instance as not
+// started. A node that runs none (a per-seat server no seat it acts for
+// declares credentials for) has nothing to wait for.
+func (b screenBackend) starting(r serverRow) bool {
+	self := "this node"
+	if b.f.opts.Fleet != nil {
+		self = b.f.opts.Fleet.Node
+	}
+	for _, c := range r.Nodes {
+		if c.Node == self {
+			return c.Instances > 0 && c.Counts[rowNotStarted] > 0
+		}
+	}
+	return false
 }
 
 func (b screenBackend) Changes() (uint64, <-chan struct{}) { return b.f.changes.watch() }

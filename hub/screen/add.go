@@ -128,12 +128,15 @@ func readAddForm(r *http.Request) (addForm, config.MCPServer, []string) {
 // serveAdd makes the same create-only write as PUT
 // /config/mcp-servers/{name}. Every violation is answered at once: the
 // form's own, and the company's with the server in it, which the hub
-// checks without writing when the form already has something wrong. The
-// script sends it as fetch and shows the answer in place; without the
-// script, the page is drawn again with the answer.
+// checks without writing when the form already has something wrong. A
+// server written is answered in its first state (state, reason, tools),
+// since a write that took can still leave a server that will not start or
+// whose tools are refused. The script sends it as fetch and shows the
+// answer in place; without the script, the page is drawn again with the
+// violations, or the new server's page follows.
 func (s *Screen) serveAdd(w http.ResponseWriter, r *http.Request) {
 	f, entry, bad := readAddForm(r)
-	res := s.opts.Backend.AddServer(entry, len(bad) == 0)
+	res := s.opts.Backend.AddServer(r.Context(), entry, len(bad) == 0)
 	f.Violations = append(bad, res.Violations...)
 	if len(res.Violations) == 0 && res.Error != "" && res.Status >= 300 {
 		f.Violations = append(f.Violations, res.Error)
@@ -149,6 +152,12 @@ func (s *Screen) serveAdd(w http.ResponseWriter, r *http.Request) {
 		body := map[string]any{"violations": f.Violations}
 		if status == http.StatusCreated {
 			body = map[string]any{"added": entry.Name, "href": href}
+			if row := res.Server; row != nil {
+				body["state"], body["tools"] = row.State, row.ToolCount()
+				if n := row.Reason(); n != nil {
+					body["reason"] = n.Text
+				}
+			}
 		}
 		_ = json.NewEncoder(w).Encode(body)
 		return

@@ -25,12 +25,14 @@ package screen
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"embed"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
@@ -53,7 +55,11 @@ type Backend interface {
 	SecretNames() []string
 	// AddServer adds a server to the company file as PUT
 	// /config/mcp-servers/{name} does; with write false it only checks.
-	AddServer(entry config.MCPServer, write bool) AddResult
+	// A server written is answered in its first state on this node
+	// (started, failing and why, not started and why), waited for until
+	// then or until ctx ends: the form must never say "added" of a server
+	// the table above is about to show failing.
+	AddServer(ctx context.Context, entry config.MCPServer, write bool) AddResult
 	// Changes is the number of changes so far and a channel closed at the
 	// next one.
 	Changes() (uint64, <-chan struct{})
@@ -66,6 +72,9 @@ type AddResult struct {
 	Class      string
 	Error      string
 	Violations []string
+	// Server is the added server's row once its first start on this node
+	// is over (or when the wait ran out); nil when nothing was written.
+	Server *Server
 }
 
 // Options configure a Screen.
@@ -113,8 +122,17 @@ func New(opts Options) *Screen {
 		"cell":       func(s Server, node string) Cell { return s.CellOn(node) },
 		"pairOf":     pairOf,
 		"pairsOf":    pairsOf,
+		"toolCount":  toolCount,
 	}).ParseFS(templateFS, "templates/*.html"))
 	return s
+}
+
+// toolCount says how many tools, in words.
+func toolCount(n int) string {
+	if n == 1 {
+		return "1 tool"
+	}
+	return strconv.Itoa(n) + " tools"
 }
 
 // Register puts the screen's routes on mux, each behind wrap (the hub's

@@ -64,7 +64,7 @@ func (f *fake) Verify(token string) (authority.Principal, bool) {
 func (f *fake) Servers() []Server     { return f.servers }
 func (f *fake) Tools() []Tool         { return f.tools }
 func (f *fake) SecretNames() []string { return []string{"GITHUB_TOKEN"} }
-func (f *fake) AddServer(e config.MCPServer, write bool) AddResult {
+func (f *fake) AddServer(_ context.Context, e config.MCPServer, write bool) AddResult {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !write {
@@ -72,7 +72,7 @@ func (f *fake) AddServer(e config.MCPServer, write bool) AddResult {
 		return AddResult{Status: 422, Violations: []string{"mcp_servers[3].command: a stdio server needs a command"}}
 	}
 	f.added = append(f.added, e)
-	return AddResult{Status: 201}
+	return AddResult{Status: 201, Server: &Server{Name: e.Name, Shared: true, State: "Running", Cells: []Cell{{Node: "this node", State: "Running", Tools: 2}}}}
 }
 func (f *fake) Changes() (uint64, <-chan struct{}) {
 	f.mu.Lock()
@@ -341,7 +341,7 @@ func TestLiveRegionAndRows(t *testing.T) {
 		t.Fatalf("live region:\n%s", body)
 	}
 	for _, want := range []string{
-		`<tr data-server="ghost" data-state="Failing">`,
+		`<tr id="server-ghost" data-server="ghost" data-state="Failing">`,
 		`seat bob · this node`,
 		`class="group missing" data-source="mcp:ghost"`,
 		`data-source="mcp:gh"`, `data-tool="gh_issue"`,

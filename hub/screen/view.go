@@ -63,18 +63,23 @@ type Tool struct {
 	// PerSeat marks a tool of a seat's own child: not offered to the
 	// operator, shown so its server's tools can be judged.
 	PerSeat bool
+	// Server is the first-party server that serves a builtin tool
+	// (tracker, knowledge, ...): the screen folds the builtins by it.
+	// Empty for any other tool.
+	Server string
 }
 
-// Note is the first failure or the first wait of a row, with where it is.
+// Note is a row's reason, with where it is and the state it explains.
 type Note struct {
 	Node, Seat, Text string
+	State            string
 }
 
 // FirstFailure is the first failing cell's reason, nil when none fails.
 func (s Server) FirstFailure() *Note {
 	for _, c := range s.Cells {
 		if c.State == "Failing" || c.State == "Partly failing" {
-			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason}
+			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason, State: c.State}
 		}
 	}
 	return nil
@@ -84,10 +89,42 @@ func (s Server) FirstFailure() *Note {
 func (s Server) FirstWaiting() *Note {
 	for _, c := range s.Cells {
 		if c.State == "Waiting for credentials" {
-			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason}
+			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason, State: c.State}
 		}
 	}
 	return nil
+}
+
+// Reason is the one reason a row shows: the first failure, else the first
+// wait, else what a node says of a server that has not started (a per-seat
+// server no seat declares credentials for); nil when no node says
+// anything, as of a server that runs. One reason a row, and once a page:
+// two columns, failure and wait, would leave one empty in every row, and
+// the hub holds no server for a credential a provisioning pass will mint
+// (nothing mints one), so the wait's column was empty in all of them.
+func (s Server) Reason() *Note {
+	if n := s.FirstFailure(); n != nil {
+		return n
+	}
+	if n := s.FirstWaiting(); n != nil {
+		return n
+	}
+	for _, c := range s.Cells {
+		if c.Reason != "" {
+			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason, State: c.State}
+		}
+	}
+	return nil
+}
+
+// ToolCount is how many tools a server has filed: the most any node
+// reports.
+func (s Server) ToolCount() int {
+	n := 0
+	for _, c := range s.Cells {
+		n = max(n, c.Tools)
+	}
+	return n
 }
 
 // Reach says who a server serves.
@@ -98,19 +135,10 @@ func (s Server) Reach() string {
 	return "Per seat: each agent seat that declares credentials for it under mcp_env gets its own child; its tools are that seat's alone"
 }
 
-// Why says why a server has no tools: the first failure or wait, else its
-// state.
+// Why says why a server has no tools: its reason, else its state.
 func (s Server) Why() string {
-	if n := s.FirstFailure(); n != nil {
+	if n := s.Reason(); n != nil {
 		return n.Text
-	}
-	if n := s.FirstWaiting(); n != nil {
-		return n.Text
-	}
-	for _, c := range s.Cells {
-		if c.Reason != "" {
-			return c.Reason
-		}
 	}
 	if s.State == "Running" {
 		return "its server listed no tools"
@@ -160,15 +188,26 @@ type Group struct {
 	Tools  []Tool
 	// PerSeat marks the group of a per-seat server.
 	PerSeat bool
+	// Parts fold the builtin group by the first-party server that serves
+	// each tool; nil for any other group.
+	Parts []Part
+}
+
+// Part is one first-party server's tools within the builtin group.
+type Part struct {
+	Server string
+	Tools  []Tool
 }
 
 // Missing reports a configured server's group with no tool: a server
 // that failed reads as a missing group, never as builtins shrinking.
 func (g Group) Missing() bool { return g.Server != nil && len(g.Tools) == 0 }
 
-// group sorts a catalogue by source: builtin first, then each configured
-// server in the order the company declares them (present or missing),
-// then any other source, each group's tools by name.
+// group sorts a catalogue by source: each configured server in the order
+// the company declares them (present or missing), then any other source,
+// then the builtins, each group's tools by name. The servers an operator
+// added are what the page is read for; the builtins (some sixty tools of
+// the hub's own first-party servers) come last, folded by server.
 func group(tools []Tool, rows []Server) []Group {
 	by := map[string][]Tool{}
 	for _, t := range tools {
@@ -177,11 +216,9 @@ func group(tools []Tool, rows []Server) []Group {
 	for _, ts := range by {
 		sort.SliceStable(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
 	}
+	builtin := by["builtin"]
+	delete(by, "builtin")
 	var out []Group
-	if ts := by["builtin"]; len(ts) > 0 {
-		out = append(out, Group{Source: "builtin", Tools: ts})
-		delete(by, "builtin")
-	}
 	for i := range rows {
 		src := "mcp:" + rows[i].Name
 		out = append(out, Group{Source: src, Server: &rows[i], Tools: by[src], PerSeat: !rows[i].Shared})
@@ -194,6 +231,33 @@ func group(tools []Tool, rows []Server) []Group {
 	sort.Strings(rest)
 	for _, src := range rest {
 		out = append(out, Group{Source: src, Tools: by[src]})
+	}
+	if len(builtin) > 0 {
+		out = append(out, Group{Source: "builtin", Tools: builtin, Parts: parts(tools)})
+	}
+	return out
+}
+
+// parts folds the builtin tools by first-party server, in the order the
+// catalogue first names each server (the order the hub mounts them), each
+// server's tools by name.
+func parts(tools []Tool) []Part {
+	var out []Part
+	at := map[string]int{}
+	for _, t := range tools {
+		if t.Source != "builtin" {
+			continue
+		}
+		i, ok := at[t.Server]
+		if !ok {
+			i = len(out)
+			at[t.Server] = i
+			out = append(out, Part{Server: t.Server})
+		}
+		out[i].Tools = append(out[i].Tools, t)
+	}
+	for _, p := range out {
+		sort.SliceStable(p.Tools, func(i, j int) bool { return p.Tools[i].Name < p.Tools[j].Name })
 	}
 	return out
 }

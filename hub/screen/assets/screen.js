@@ -28,7 +28,10 @@
         const res = await fetch(window.location.pathname + "?live=1", { credentials: "same-origin", cache: "no-store" });
         if (res.status === 401) { signedOut(); return; }
         if (!res.ok) { throw new Error("HTTP " + res.status); }
+        // The builtins' folds the person opened stay open across the swap.
+        const open = new Set(Array.from(live.querySelectorAll("details[data-server][open]"), function (d) { return d.dataset.server; }));
         live.innerHTML = await res.text();
+        live.querySelectorAll("details[data-server]").forEach(function (d) { d.open = open.has(d.dataset.server); });
         status.classList.remove("stale");
         status.textContent = "Updated " + new Date().toLocaleTimeString() + ".";
       } while (again);
@@ -140,6 +143,8 @@
     ev.preventDefault();
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
+    const name = form.querySelector("#add-name").value.trim();
+    say("note", ["Adding " + name + " and waiting for its first start…"]);
     try {
       const res = await fetch(form.action, {
         method: "POST",
@@ -150,7 +155,18 @@
       if (res.status === 401) { signedOut(); return; }
       const body = await res.json().catch(function () { return {}; });
       if (res.status === 201) {
-        say("ok", ["Added " + body.added + ". Its tools appear below as soon as it lists them."]);
+        // The answer is the server's first state, not the write alone: a
+        // server whose start failed, or whose tools were refused, is said
+        // to be failing, with its reason, as its row says.
+        const tools = body.tools === 1 ? "1 tool" : body.tools + " tools";
+        if (body.state === "Running") {
+          say("ok", ["Added " + body.added + ": it is running, with " + tools + " listed below."]);
+        } else if (body.state === "Failing" || body.state === "Partly failing") {
+          say("error", ["Added " + body.added + " to the company file, but it is " + body.state.toLowerCase() + ":", body.reason || "its page says why."]);
+        } else {
+          say("note", ["Added " + body.added + "; it is " + String(body.state || "not reported").toLowerCase() +
+            (body.reason ? ": " + body.reason : ". Its row above follows it.")]);
+        }
         form.reset();
         showTransport();
         refresh();
