@@ -208,11 +208,11 @@ func notesServer() FirstParty {
 	}}
 }
 
-// The catalogue leads with the servers an operator added: every mcp:
-// group comes before the builtins, and the builtins are folded, one
-// closed <details> per first-party server, its tool count in the summary,
-// so the hub's own tools no longer fill the page before the first
-// third-party server.
+// CAT-2: the catalogue, grouped by source, leads with the servers an
+// operator added: every mcp: group comes before the builtins, and the
+// builtins are folded, one closed <details> per first-party server, its
+// tool count in the summary, so the hub's own tools no longer fill the
+// page before the first third-party server.
 func TestScreenThirdPartyFirstBuiltinsFolded(t *testing.T) {
 	up := hubtest.Upstream(t, &mcp.Tool{Name: "echo_up"})
 	th := newTestHub(t, withServers(t, fmt.Sprintf(`{name: up, url: %q}`, up)),
@@ -249,9 +249,9 @@ func TestScreenThirdPartyFirstBuiltinsFolded(t *testing.T) {
 	}
 }
 
-// A reason is said once: in its server's row, where the catalogue's
-// missing group and the server's own page point to it rather than print
-// it again.
+// MCP-12: a reason is said once: in its server's row, where the
+// catalogue's missing group and the server's own page point to it rather
+// than print it again.
 func TestScreenSaysEachReasonOnce(t *testing.T) {
 	th := newTestHub(t, withServers(t, `{name: ghost, command: /nonexistent/bin/ghost}`))
 	s := signInScreen(t, th.url, "ada-token-123456")
@@ -281,12 +281,12 @@ func TestScreenSaysEachReasonOnce(t *testing.T) {
 	}
 }
 
-// Every column of the servers table says something of some row: the
-// per-node cells, and one reason column that explains a failing row and
-// a per-seat server no seat declares credentials for alike. (A column for
-// the first instance waiting for a credential read "none" in every row:
-// this hub holds no server for a credential a provisioning pass will mint,
-// as nothing mints one.)
+// MCP-12: every column of the servers table says something of some row:
+// the per-node cells, and one reason column that explains a failing row
+// and a per-seat server no seat declares credentials for alike. (A column
+// for the first instance waiting for a credential read "none" in every
+// row: this hub holds no server for a credential a provisioning pass will
+// mint, as nothing mints one.)
 func TestScreenServersTableHasNoEmptyColumn(t *testing.T) {
 	up := hubtest.Upstream(t, &mcp.Tool{Name: "echo_up"})
 	th := newTestHub(t, withServers(t, fmt.Sprintf(`{name: up, url: %q}`, up),
@@ -328,10 +328,10 @@ func TestScreenServersTableHasNoEmptyColumn(t *testing.T) {
 	}
 }
 
-// The add form's answer is the server's first state, not the write alone:
-// a server whose tools collide with the hub's is answered failing with the
-// collision, as its row reads, and is stopped, its process ending; one
-// that starts is answered running with its tools.
+// OPS-7, CAT-12: the add form's answer is the server's first state, not
+// the write alone: a server whose tools collide with the hub's is answered
+// failing with the collision, as its row reads, and is stopped, its
+// process ending; one that starts is answered running with its tools.
 func TestScreenAddAnswersTheFirstState(t *testing.T) {
 	mark := func(s string) string { return t.Name() + "/" + s }
 	cfg := filepath.Join(t.TempDir(), "company.yaml")
