@@ -45,7 +45,7 @@ func (l *logBuf) events(msg string) []map[string]any {
 	return out
 }
 
-func startTest(t *testing.T, spec Resolved, tune func(*Options)) (*Instance, *logBuf) {
+func startTest(t testing.TB, spec Resolved, tune func(*Options)) (*Instance, *logBuf) {
 	t.Helper()
 	logs := &logBuf{}
 	opts := Options{
@@ -65,7 +65,7 @@ func startTest(t *testing.T, spec Resolved, tune func(*Options)) (*Instance, *lo
 	return in, logs
 }
 
-func waitState(t *testing.T, in *Instance, want State, within time.Duration) Status {
+func waitState(t testing.TB, in *Instance, want State, within time.Duration) Status {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

@@ -24,7 +24,7 @@ type remoteEcho struct {
 	seen []string // X-Seat header values received
 }
 
-func startRemote(t *testing.T, addr string, sse bool) *remoteEcho {
+func startRemote(t testing.TB, addr string, sse bool) *remoteEcho {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo"},

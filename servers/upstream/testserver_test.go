@@ -185,7 +185,7 @@ func serveLegacy() {
 }
 
 // testSpec is a stdio spec that runs this test binary as the given server.
-func testSpec(t *testing.T, mode string, extraEnv map[string]string) Resolved {
+func testSpec(t testing.TB, mode string, extraEnv map[string]string) Resolved {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

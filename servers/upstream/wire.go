@@ -140,7 +140,9 @@ func (s sessionRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		resp.Body = b
 	case "text/event-stream":
-		resp.Body = &eventGuard{ReadCloser: resp.Body, src: bufio.NewReaderSize(resp.Body, 16<<10), w: ww.wire}
+		src := eventReaders.Get().(*bufio.Reader)
+		src.Reset(resp.Body)
+		resp.Body = &eventGuard{ReadCloser: resp.Body, src: src, w: ww.wire}
 	}
 	return resp, nil
 }
@@ -190,14 +192,31 @@ type eventGuard struct {
 	skip bool   // the rest of an event past maxMessage is being passed over
 }
 
+// eventReaders are the buffers event streams are read through, reused
+// (every call over HTTP may have one): each holds no more than a line of
+// the stream, which the guard copies out.
+var eventReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+
+func (g *eventGuard) Close() error {
+	if g.src != nil {
+		g.src.Reset(nil)
+		eventReaders.Put(g.src)
+		g.src = nil
+	}
+	return g.ReadCloser.Close()
+}
+
 func (g *eventGuard) Read(p []byte) (int, error) {
 	for len(g.out) == 0 {
+		if g.src == nil {
+			return 0, io.ErrClosedPipe
+		}
 		line, err := g.src.ReadSlice('\n')
 		if !g.skip {
 			g.ev = append(g.ev, line...)
 		}
 		if len(g.ev) > maxMessage {
-			g.ev, g.skip = g.replace(g.ev, tooLarge), true
+			g.ev, g.skip = g.replace(g.ev, tooLarge, true), true
 			g.w.mu.Lock()
 			g.w.tooBig = true
 			g.w.mu.Unlock()
@@ -208,12 +227,15 @@ func (g *eventGuard) Read(p []byte) (int, error) {
 		if err == nil && len(bytes.TrimRight(line, "\r\n")) > 0 {
 			continue
 		}
-		// An event's end (or the stream's): hand it on.
+		// An event's end (or the stream's, which ends its last event):
+		// hand it on.
 		ev := g.ev
-		if !g.skip && err == nil {
+		if !g.skip && (err == nil || err == io.EOF) {
 			ev = g.check(ev)
 		}
-		g.out, g.ev, g.skip = ev, g.ev[:0:0], false
+		// The event's buffer is gathered into again once the SDK has
+		// read all of it (out empty).
+		g.out, g.ev, g.skip = ev, g.ev[:0], false
 		if err != nil {
 			if len(g.out) > 0 {
 				break
@@ -240,19 +262,23 @@ func (g *eventGuard) check(ev []byte) []byte {
 	if deep.deepest <= rawjson.MaxDepth {
 		return ev
 	}
-	return g.replace(ev, nestedWhy(deep.deepest))
+	return g.replace(ev, nestedWhy(deep.deepest), false)
 }
 
 // replace writes an event's fields but its data, and, for data that is
 // not a notification or a request of the server's, the call's answer that
-// its server answered with something the SDK could not read.
-func (g *eventGuard) replace(ev []byte, why string) []byte {
+// its server answered with something the SDK could not read. An event cut
+// short at the bound is taken for the answer unread, as its message
+// cannot be read whole.
+func (g *eventGuard) replace(ev []byte, why string, cut bool) []byte {
 	var out, data []byte
 	for rest := ev; len(rest) > 0; {
 		line, tail, _ := bytes.Cut(rest, []byte{'\n'})
 		rest = tail
 		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			data = append(data, v...)
+			if !cut {
+				data = append(data, v...)
+			}
 			continue
 		}
 		if len(bytes.TrimRight(line, "\r")) > 0 && bytes.IndexByte(line, ':') > 0 {
@@ -262,7 +288,7 @@ func (g *eventGuard) replace(ev []byte, why string) []byte {
 	var m struct {
 		Method json.RawMessage `json:"method"`
 	}
-	if json.Unmarshal(data, &m) == nil && m.Method != nil {
+	if !cut && json.Unmarshal(data, &m) == nil && m.Method != nil {
 		return append(out, '\n')
 	}
 	g.w.refuse(why)
