@@ -48,6 +48,11 @@ type Entry struct {
 	// surface and no seat is ever offered (TRK-6): a seat's registry leaves
 	// it out, and a seat's call is refused forbidden before it runs (REF-5).
 	OperatorOnly bool
+	// Quarantine, if set, holds a third-party tool no person has approved
+	// as its server now lists it (issue 28): it stays in the catalogue, so
+	// GET /tools shows it and a call to it is refused in words that say
+	// who must approve it, but no registry offers it.
+	Quarantine *Quarantine
 
 	// paramHeaders marks an input schema that puts arguments in HTTP
 	// headers (x-mcp-header), which the SDK checks on a 2026-07-28 call:
@@ -199,6 +204,8 @@ func SeatRegistry(own, company *Catalogue) Registry {
 }
 
 // Resolve finds the tool a name means for this caller, own tools first.
+// A held tool resolves though no registry offers it, so the router can
+// refuse its call in words that say who must approve it (issue 28).
 func (r Registry) Resolve(name string) (Entry, bool) {
 	if r.own != nil {
 		if e, ok := r.own.Get(name); ok {
@@ -206,14 +213,15 @@ func (r Registry) Resolve(name string) (Entry, bool) {
 		}
 	}
 	e, ok := r.company.Get(name)
-	if !ok || r.offers(e) {
+	if !ok || e.Quarantine != nil || r.offers(e) {
 		return e, ok
 	}
 	return Entry{}, false
 }
 
-// offers reports whether a company tool is offered to this caller.
-func (r Registry) offers(e Entry) bool { return !(r.seat && e.OperatorOnly) }
+// offers reports whether a company tool is offered to this caller: a
+// held tool to nobody, an operator-only tool to no seat.
+func (r Registry) offers(e Entry) bool { return e.Quarantine == nil && !(r.seat && e.OperatorOnly) }
 
 // Entries lists what the caller is offered: own tools, then every company
 // tool offered to it that they do not shadow.
@@ -222,8 +230,10 @@ func (r Registry) Entries() []Entry {
 	seen := map[string]bool{}
 	if r.own != nil {
 		for _, e := range r.own.Entries() {
-			out = append(out, e)
 			seen[e.Name] = true
+			if e.Quarantine == nil {
+				out = append(out, e)
+			}
 		}
 	}
 	for _, e := range r.company.Entries() {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // file files a server's listed tools in the catalogue they belong to (the
@@ -29,6 +30,7 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 	src := SourceMCP(name)
 	backend := &upstreamBackend{server: name, inst: func() *upstream.Instance { return u.instanceOf(key) }}
 	entries := make([]Entry, 0, len(tools))
+	cleaned := make([]*mcp.Tool, 0, len(tools))
 	for _, t := range tools {
 		listed[t.Def.Name] = true
 		// What the server wrote of the tool is sanitised as its results
@@ -51,6 +53,7 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 		// server cannot narrow or widen it.
 		e.OperatorOnly = false
 		entries = append(entries, e)
+		cleaned = append(cleaned, def)
 	}
 	var unlisted []string
 	for tool := range overrides {
@@ -62,6 +65,10 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 	u.log.Info("tools_discovered", "server", name, "seat", s.seat, "tools", len(entries), "unlisted_annotations", unlisted)
 
 	u.fileMu.Lock()
+	// A pinned server's tools no person approved as listed are filed held
+	// (issue 28); read under fileMu, so no filing from pins read before a
+	// decision lands after the refiling the decision brings.
+	entries = u.pins.file(key, decl, s.seat, tools, cleaned, entries)
 	err := u.taken(s.seat, src, entries)
 	if err == nil {
 		cat := u.company

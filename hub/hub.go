@@ -38,6 +38,11 @@ type Hub struct {
 	seats    *seatGate
 	// fleet is this node's part in its fleet; nil alone.
 	fleet *fleetRun
+	// pins holds third-party tools no person approved (issue 28);
+	// pinsFollowed, set when a goroutine follows the log's decisions, is
+	// closed when it has returned.
+	pins         *pinning
+	pinsFollowed chan struct{}
 
 	// life ends when Close starts: every call the router is serving ends
 	// with it, so closing a session never waits on a stuck server.
@@ -77,10 +82,11 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		changes: newChangeFeed(),
 	})
 	h.operator.screen = newScreen(h.operator, h.life.Done())
+	h.pins = newPinning(opts.Pins, h.log)
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
 		ledger: opts.Ledger, acting: h.seats.acting, heartbeat: heartbeat,
-		observe: opts.Observers.Servers, hops: opts.Observers.Hops, clean: h.clean,
+		observe: opts.Observers.Servers, hops: opts.Observers.Hops, clean: h.clean, pins: h.pins,
 	})
 	h.router.seats = h.seatCatalogues
 	if opts.Artifacts != nil {
@@ -91,6 +97,20 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		return nil, err
 	}
 	h.operator.toolsChanged()
+	// The pins are read before any server files a tool, and followed from
+	// then on: a decision on any node releases or holds the tool here.
+	if err := h.pins.start(ctx, opts.Company); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if opts.Pins != nil {
+		followed := make(chan struct{})
+		h.pinsFollowed = followed
+		go func() {
+			defer close(followed)
+			opts.Pins.Follow(h.life, h.refreshPins)
+		}()
+	}
 	if err := h.Apply(opts.Company); err != nil {
 		h.Close()
 		return nil, err
@@ -321,6 +341,11 @@ func (h *Hub) Close() error {
 	var errs []error
 	h.closeOnce.Do(func() {
 		h.endLife()
+		// The pins' follower ends with the hub's life; it refiles
+		// servers, so it is done before they are stopped.
+		if h.pinsFollowed != nil {
+			<-h.pinsFollowed
+		}
 		// The fleet loop first: nothing may claim a seat, or start its
 		// children, behind the close.
 		h.stopFleet()

@@ -9,6 +9,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
+	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/upstream"
@@ -164,6 +165,14 @@ type Options struct {
 	// each artifact's current version with (GET /artifacts/{id}/...); nil
 	// where the node takes no uploads, and the route answers 404.
 	Artifacts func(Deps) ArtifactFiles
+
+	// Pins keeps which third-party tool definitions people approved, on
+	// the node's log (issue 28); its node must have toolpin.Projectors.
+	// With it, a pinned server's tools are held until a person approves
+	// them, and list_tool_changes and decide_tool_change are registered.
+	// nil: no approval can be kept, so a server is pinned only if it says
+	// trust: pinned, and its tools are then held for good.
+	Pins *toolpin.Store
 
 	// artifactFiles is what Artifacts built, for the file route.
 	artifactFiles ArtifactFiles

@@ -22,15 +22,21 @@ type toolRow struct {
 	Annotations servers.Hints `json:"annotations"`
 	Delivers    string        `json:"delivers"`
 	ArgCount    int           `json:"arg_count"`
+	// Quarantined marks a tool held until a person approves it (issue
+	// 28): listed here, offered to nobody; Quarantine says why.
+	Quarantined bool        `json:"quarantined,omitempty"`
+	Quarantine  *Quarantine `json:"quarantine,omitempty"`
 }
 
 func (f *operator) serveTools(w http.ResponseWriter, r *http.Request) {
-	entries := CompanyRegistry(f.company).Entries()
+	// The whole company catalogue, held tools with the rest: what a
+	// registry offers leaves them out.
+	entries := f.company.Entries()
 	rows := make([]toolRow, 0, len(entries))
 	counts := map[Source]int{}
 	for _, e := range entries {
 		rows = append(rows, toolRow{Name: e.Name, Source: e.Source, Description: e.Description,
-			Annotations: e.Hints, Delivers: e.Delivers, ArgCount: e.ArgCount()})
+			Annotations: e.Hints, Delivers: e.Delivers, ArgCount: e.ArgCount(), Quarantined: e.Quarantine != nil, Quarantine: e.Quarantine})
 		counts[e.Source]++
 	}
 	sort.SliceStable(rows, func(i, j int) bool {

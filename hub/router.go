@@ -99,6 +99,11 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 	defer func() { observed(src, a.res) }()
 	start := time.Now()
 	e, ok := reg.Resolve(name)
+	if ok && e.Quarantine != nil {
+		// Issue 28: a held tool is refused before anything reaches its
+		// server, saying who must approve it and where.
+		return r.refuse(ctx, name, caller, e.Quarantine.refusal), e.Source
+	}
 	if !ok {
 		// REF-5: decided before any tool runs.
 		if r.registered(name) {

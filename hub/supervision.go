@@ -57,6 +57,9 @@ type supervisionDeps struct {
 	// clean sanitises what a server lists of its tools before it is filed
 	// (OUT-1): a description reaches every model offered the tool.
 	clean *sanitize.Sanitizer
+	// pins holds the tools of pinned servers no person approved as
+	// listed (issue 28).
+	pins *pinning
 }
 
 // supervision keeps the company's third-party servers: one supervised
@@ -247,9 +250,9 @@ func sameDecl(a, b config.MCPServer) bool {
 }
 
 // sameFiling compares what decides how a server's tools are filed:
-// tool_annotations and the delivery surface.
+// tool_annotations, the delivery surface and its trust.
 func sameFiling(a, b config.MCPServer) bool {
-	return reflect.DeepEqual(a.ToolAnnotations, b.ToolAnnotations) && reflect.DeepEqual(a.Delivers, b.Delivers)
+	return reflect.DeepEqual(a.ToolAnnotations, b.ToolAnnotations) && reflect.DeepEqual(a.Delivers, b.Delivers) && a.Trust == b.Trust
 }
 
 // start launches a server; the caller holds u.mu and keeps the result.

@@ -105,7 +105,21 @@ type MCPServer struct {
 	// posts to chat delivers to chat. Unset, a tool delivers to its server
 	// (mcp:<name>); a tool proven read-only delivers nowhere either way.
 	Delivers *string `yaml:"delivers"`
+	// Trust says whether a person approves the server's tools before any
+	// seat or operator is offered them (issue 28): "pinned" holds a tool
+	// that was never approved, or whose definition changed since it was,
+	// until a person approves it; "auto" offers whatever the server lists
+	// (a developer's own servers). Unset: pinned, except for a server the
+	// company already ran when pinning began (the log's baseline), which
+	// keeps running as it did.
+	Trust string `yaml:"trust" validate:"omitempty,oneof=pinned auto"`
 }
+
+// The two trust values of an MCP server.
+const (
+	TrustPinned = "pinned"
+	TrustAuto   = "auto"
+)
 
 // DefaultCallTimeout bounds a call to a third-party tool when its server
 // sets no call_timeout_seconds: long enough for a slow search or build
