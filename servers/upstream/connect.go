@@ -143,7 +143,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 			// The SSE transport predates server/discover; it is always a
 			// session.
 			probe = probeResult{err: "the sse transport has no discover"}
-			lk := newSharedLink(i)
+			lk := newSharedLink(i, false)
 			inner = &tapTransport{inner: &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxEventSize: maxMessage}, raw: raw, link: lk}
 			c.fast = lk
 		} else {
@@ -172,7 +172,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 		if !probed {
 			probe, rest = probeStdio(ch.stdin, ch.stdout, i.client(), i.opts.ProbeTimeout)
 		}
-		lk := newSharedLink(i)
+		lk := newSharedLink(i, true)
 		out := readCloser{newStdioGuard(rest, lk.refuse), ch.stdout}
 		inner = &tapTransport{inner: &mcp.IOTransport{Reader: out, Writer: ch.stdin}, raw: raw, link: lk, notify: true}
 		c.fast = lk

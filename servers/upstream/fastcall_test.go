@@ -282,3 +282,23 @@ func serveMCP(t *testing.T, s *mcp.Server, h http.Handler) string {
 	})
 	return "http://" + ln.Addr().String() + "/"
 }
+
+// A stdio server that has read a call but answers only when more input
+// arrives (a Go 1.26 server parked in a blocking read of stdin) is pinged
+// until it answers: each call gets its answer long before its bound, and
+// the session stays up.
+func TestLateStdioAnswerIsNudged(t *testing.T) {
+	in, _ := startTest(t, testSpec(t, "legacy", map[string]string{"UPSTREAM_TEST_WEDGED": "1"}), nil)
+	waitState(t, in, StateRunning, 10*time.Second)
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		raw, res, err := in.CallRaw(ctx, "old_tool", json.RawMessage(`{}`))
+		cancel()
+		if err != nil || res != nil || !strings.Contains(string(raw), "legacy answer") {
+			t.Fatalf("CallRaw = %s, %v, %v; want the held answer", raw, res, err)
+		}
+	}
+	if s := in.Status(); s.State != StateRunning {
+		t.Fatalf("the server is %s after the pings", s.State)
+	}
+}

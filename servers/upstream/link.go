@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -95,6 +97,9 @@ type sharedLink struct {
 	i    *Instance
 	meta []byte         // the _meta a 2026-07-28 request carries
 	conn mcp.Connection // the SDK's connection beneath the tap, set once it is made
+	// nudge is set for a stdio child: a call whose answer is late gets
+	// the child pinged (nudgeFirst).
+	nudge bool
 
 	mu      sync.Mutex
 	waiting map[string]chan answer // by request id
@@ -106,9 +111,25 @@ type answer struct {
 	err    error
 }
 
-func newSharedLink(i *Instance) *sharedLink {
-	return &sharedLink{i: i, waiting: map[string]chan answer{}}
+func newSharedLink(i *Instance, nudge bool) *sharedLink {
+	return &sharedLink{i: i, nudge: nudge, waiting: map[string]chan answer{}}
 }
+
+// A call whose answer is late gets a stdio child pinged, on a doubling
+// schedule. A server built with Go 1.26 or later can stop for good with a
+// request read and its answer unwritten, its only busy thread parked in a
+// blocking read of stdin, until more input arrives: with go-sdk's stdio
+// server about once in 6,000 to 500,000 calls made one at a time here,
+// never with the same server built with Go 1.25. Any line wakes it; a ping
+// is one every MCP server must answer, and its answer, its id the hub's,
+// is taken by deliver like a call's, so the SDK's session never sees it.
+const (
+	nudgeFirst = 500 * time.Millisecond
+	nudgeMax   = 15 * time.Second
+)
+
+// nudges numbers the pings; their ids share the calls' prefix.
+var nudges atomic.Int64
 
 func (l *sharedLink) call(ctx context.Context, _ *flight, req *jsonrpc.Request, _ http.Header) (json.RawMessage, error) {
 	id, _ := req.ID.Raw().(string)
@@ -133,21 +154,49 @@ func (l *sharedLink) call(ctx context.Context, _ *flight, req *jsonrpc.Request, 
 		}
 		return nil, errLinkBroken
 	}
-	select {
-	case a, ok := <-ch:
-		if !ok {
-			return nil, errLinkBroken
+	if !l.nudge {
+		select {
+		case a, ok := <-ch:
+			return l.answered(a, ok)
+		case <-ctx.Done():
+			return l.cancel(ctx, req)
 		}
-		return a.result, a.err
-	case <-ctx.Done():
-		reason := ctx.Err().Error()
-		l.i.wg.Go(func() {
-			cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer stop()
-			_ = l.conn.Write(cctx, cancelled(req.ID, reason, l.meta))
-		})
-		return nil, ctx.Err()
 	}
+	next := nudgeFirst
+	late := time.NewTimer(next)
+	defer late.Stop()
+	for {
+		select {
+		case a, ok := <-ch:
+			return l.answered(a, ok)
+		case <-ctx.Done():
+			return l.cancel(ctx, req)
+		case <-late.C:
+			id, _ := jsonrpc.MakeID(fastPrefix + "nudge-" + strconv.FormatInt(nudges.Add(1), 10))
+			_ = l.conn.Write(ctx, &jsonrpc.Request{ID: id, Method: "ping"})
+			next = min(2*next, nudgeMax)
+			late.Reset(next)
+		}
+	}
+}
+
+func (l *sharedLink) answered(a answer, ok bool) (json.RawMessage, error) {
+	if !ok {
+		return nil, errLinkBroken
+	}
+	return a.result, a.err
+}
+
+// cancel tells the server a call whose caller gave up is cancelled, off
+// the caller's way, and answers the caller's error.
+func (l *sharedLink) cancel(ctx context.Context, req *jsonrpc.Request) (json.RawMessage, error) {
+	reason := ctx.Err().Error()
+	l.i.wg.Go(func() {
+		cctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer stop()
+		_ = l.conn.Write(cctx, cancelled(req.ID, reason, l.meta))
+	})
+	return nil, ctx.Err()
 }
 
 func (l *sharedLink) forget(id string) {

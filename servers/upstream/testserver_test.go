@@ -135,6 +135,11 @@ func serveGoSDK() {
 // serveLegacy is a hand-written line-delimited JSON-RPC server of the
 // 2025-06-18 era that, like some old servers, never answers a method it does
 // not know, so a server/discover probe gets no reply at all.
+//
+// With UPSTREAM_TEST_WEDGED set, it answers a tools/call only once another
+// line arrives, as a server built with Go 1.26 or later sometimes does: the
+// request read, the answer queued, and nothing running until more input
+// wakes the thread parked reading stdin.
 func serveLegacy() {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<20)
@@ -144,7 +149,13 @@ func serveLegacy() {
 	// UPSTREAM_CALLS_FILE set, each tools/call is noted there first.
 	rawResult, rawSet := os.LookupEnv("UPSTREAM_RAW_RESULT")
 	callsFile := os.Getenv("UPSTREAM_CALLS_FILE")
+	wedged := os.Getenv("UPSTREAM_TEST_WEDGED") != ""
+	var held []byte
 	for in.Scan() {
+		if held != nil {
+			_, _ = os.Stdout.Write(held)
+			held = nil
+		}
 		var req struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -174,6 +185,11 @@ func serveLegacy() {
 				continue
 			}
 			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "legacy answer"}}}
+			if wedged {
+				held, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+				held = append(held, '\n')
+				continue
+			}
 		case "ping":
 			result = map[string]any{}
 		default:
