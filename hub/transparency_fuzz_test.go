@@ -457,6 +457,20 @@ func metaMaps(v *view, fn func(m map[string]any)) {
 // view and the hub's, it applies the allowed difference and reports
 // whether it changed anything.
 var transparencyRows = map[string]func(w, h *view, sc *script) bool{
+	"stream-broken-refused": func(w, h *view, sc *script) bool {
+		if !sc.cut {
+			return false
+		}
+		if failed, _ := h.failed(); failed {
+			refusal, _ := h.Result["structuredContent"].(map[string]any)
+			data, _ := refusal["data"].(map[string]any)
+			if refusal["class"] == "unavailable" && data["may_have_taken_effect"] == true {
+				h.Result, h.RPC, h.Err, h.Refused = nil, nil, "", "stream-broken-refused"
+			}
+		}
+		w.Result, w.RPC, w.Err, w.Refused = nil, nil, "", "stream-broken-refused"
+		return true
+	},
 	"unreadable-refused": func(w, h *view, sc *script) bool {
 		const says = "answered the call with something the hub could not read"
 		if w.Err != "" && w.Result == nil && w.RPC == nil {

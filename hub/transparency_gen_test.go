@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"encoding/base64"
 	"strconv"
 	"strings"
@@ -193,7 +194,19 @@ var (
 	genImageTypes = []string{"image/png", "image/jpeg", "image/svg+xml"}
 	genAudioTypes = []string{"audio/wav", "audio/mpeg"}
 	genAudience   = []string{`["user"]`, `["assistant"]`, `["user","assistant"]`}
+	// genTypeTails make a MIME type hold text the rules change: a secret,
+	// a control character, an escape sequence.
+	genTypeTails = []string{"; name=" + transparencySecret, "; token=" + adaTok, "\x07", "\x1b[31m", "\u0085", "; charset=\"utf-8\""}
 )
+
+// mimeType is one of types, at times with a tail the rules change.
+func (d *draw) mimeType(types []string) string {
+	t := types[d.n(len(types))]
+	if d.n(3) == 0 {
+		t += genTypeTails[d.n(len(genTypeTails))]
+	}
+	return t
+}
 
 // blob is base64 of some input bytes: binary content by type.
 func (d *draw) blob() string {
@@ -220,7 +233,7 @@ func (d *draw) item(b []byte) []byte {
 		}
 		b = appendString(member(b, &first, "type"), kind)
 		b = appendString(member(b, &first, "data"), d.blob())
-		b = appendString(member(b, &first, "mimeType"), types[d.n(len(types))])
+		b = appendString(member(b, &first, "mimeType"), d.mimeType(types))
 	case 3:
 		b = append(member(b, &first, "type"), `"resource_link"`...)
 		b = appendString(member(b, &first, "uri"), "https://example.com/"+uriPath(d.text()))
@@ -235,11 +248,17 @@ func (d *draw) item(b []byte) []byte {
 		b = append(member(b, &first, "resource"), '{')
 		in := true
 		b = appendString(member(b, &in, "uri"), "file:///"+uriPath(d.text()))
-		if d.n(2) == 0 {
+		switch d.n(5) {
+		case 0, 1:
 			b = appendString(member(b, &in, "mimeType"), "text/plain")
 			b = appendString(member(b, &in, "text"), d.text())
-		} else {
-			b = appendString(member(b, &in, "mimeType"), "application/octet-stream")
+		case 2, 3:
+			b = appendString(member(b, &in, "mimeType"), d.mimeType([]string{"application/octet-stream"}))
+			b = appendString(member(b, &in, "blob"), d.blob())
+		default:
+			// Both: which the SDK keeps is its business, and the hub's
+			// must be the same.
+			b = appendString(member(b, &in, "text"), d.text())
 			b = appendString(member(b, &in, "blob"), d.blob())
 		}
 		if d.n(3) == 0 {
@@ -298,7 +317,62 @@ func nested(b []byte, levels int) []byte {
 const (
 	modeDeep  = 1 // structured content nested near and past the SDK's bound
 	modeLarge = 2 // a long text
+	modeCut   = 4 // the connection broken half way through the answer
+	modeBound = 6 // a message just under or just past the 16 MiB bound
 )
+
+// boundSizes are the sizes of a result near the bound on one message
+// (16 MiB, the SDK's on an event or a stdio line and the hub's): the
+// response around it adds a few tens of bytes, so the first is read
+// whole, unless a hop adds more, and the second is not. Such an input
+// takes some 40 s to compare on every route, so the generator makes one
+// rarely and no seed holds one.
+var boundSizes = []int{16<<20 - 160, 16<<20 + 64}
+
+// boundSlot marks where the item that brings a result to its size goes:
+// a NUL, which appendString never writes raw.
+const boundSlot = "\x00bound\x00"
+
+// fillBound puts, in the slot, a text or an image whose size brings the
+// result to size.
+func (d *draw) fillBound(b []byte, size int) []byte {
+	i := bytes.Index(b, []byte(boundSlot))
+	if i < 0 {
+		return b
+	}
+	rest := size - (len(b) - len(boundSlot))
+	var item []byte
+	if d.n(2) == 0 {
+		// Each piece is escaped on its own as it is in the whole.
+		var text strings.Builder
+		for escaped := 0; ; {
+			piece := d.text() + " lorem ipsum dolor sit amet "
+			n := len(appendString(nil, piece)) - 2
+			if escaped+n > rest-64 {
+				break
+			}
+			text.WriteString(piece)
+			escaped += n
+		}
+		item = appendString([]byte(`{"type":"text","text":`), text.String())
+		item = append(item, '}')
+	} else {
+		raw := make([]byte, (rest-64)*3/4)
+		for j := range raw {
+			raw[j] = byte(j * 7)
+		}
+		item = appendString([]byte(`{"type":"image","mimeType":"image/png","data":`), base64.StdEncoding.EncodeToString(raw))
+		item = append(item, '}')
+	}
+	// Whitespace after the item makes the size exact.
+	if pad := rest - len(item); pad > 0 {
+		item = append(item, bytes.Repeat([]byte{' '}, pad)...)
+	}
+	out := make([]byte, 0, size)
+	out = append(out, b[:i]...)
+	out = append(out, item...)
+	return append(out, b[i+len(boundSlot):]...)
+}
 
 // deepLevels are how deep the structured content nests: the message adds
 // two levels (the response and its result) and the SDK reads 1,000.
@@ -315,6 +389,10 @@ func deriveScript(data []byte) *script {
 	d.binary = flags&0x20 != 0 && flags&0x40 != 0
 	mode := int(flags>>5) & 7 // overlaps binary's bits, so each shows with the others
 	sc := &script{sse: flags&1 != 0, member: "result"}
+	// A broken connection costs the hub a restart of a stdio server, so
+	// it is one in four answers of its mode.
+	sc.cut = mode == modeCut && d.n(4) == 0
+	bound := mode == modeBound && d.n(32) == 0
 	if sc.sse {
 		for range d.n(4) {
 			sc.notes = append(sc.notes, d.note())
@@ -347,6 +425,12 @@ func deriveScript(data []byte) *script {
 				b = append(b, ',')
 			}
 			b = d.item(b)
+		}
+		if bound {
+			if b[len(b)-1] != '[' {
+				b = append(b, ',')
+			}
+			b = append(b, boundSlot...)
 		}
 		if mode == modeLarge {
 			if b[len(b)-1] != '[' {
@@ -393,6 +477,9 @@ func deriveScript(data []byte) *script {
 		}
 	}
 	sc.body = append(b, '}')
+	if bound {
+		sc.body = d.fillBound(sc.body, boundSizes[d.n(len(boundSizes))])
+	}
 	return sc
 }
 
