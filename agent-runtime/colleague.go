@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/crewlet/hub/servers/editdistance"
 	"sort"
 	"strings"
 
@@ -82,7 +83,7 @@ func fuzzy(all []authority.Seat, q string) []authority.Seat {
 	best := limit + 1
 	var found []authority.Seat
 	for _, s := range all {
-		d := min(distance(q, strings.ToLower(s.Handle)), distance(q, strings.ToLower(s.Role)))
+		d := min(editdistance.Between(q, strings.ToLower(s.Handle)), editdistance.Between(q, strings.ToLower(s.Role)))
 		switch {
 		case d < best:
 			best, found = d, []authority.Seat{s}
@@ -95,34 +96,6 @@ func fuzzy(all []authority.Seat, q string) []authority.Seat {
 	}
 	sort.SliceStable(found, func(i, j int) bool { return found[i].Handle < found[j].Handle })
 	return found
-}
-
-// distance is the optimal-string-alignment edit distance over runes: the
-// Levenshtein operations plus swapping two adjacent letters, the commonest
-// typo in a name.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }
 
 func contains(s, q string) bool { return strings.Contains(strings.ToLower(s), q) }

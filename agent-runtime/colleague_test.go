@@ -57,17 +57,6 @@ func TestMatchColleagues(t *testing.T) {
 	}
 }
 
-func TestDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"a", "", 1}, {"kitten", "sitting", 3}, {"grace", "gracee", 1}, {"héllo", "hello", 1}, {"alna", "alan", 1}} {
-		if got := distance(tc.a, tc.b); got != tc.d {
-			t.Errorf("distance(%q,%q) = %d, want %d", tc.a, tc.b, got, tc.d)
-		}
-	}
-}
-
 // The tool through a real MCP client: a match, candidates, a withheld person
 // with no accounts, not_found and invalid.
 func TestLookupColleagueTool(t *testing.T) {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/crewlet/hub/servers/editdistance"
 	"reflect"
 	"regexp"
 	"sort"
@@ -71,7 +72,7 @@ func nearest(key string, known []string) string {
 		if fold(k) == fold(key) {
 			return k
 		}
-		d := distance(key, k)
+		d := editdistance.Between(key, k)
 		if bestD < 0 || d < bestD {
 			best, bestD = k, d
 		}
@@ -85,31 +86,4 @@ func nearest(key string, known []string) string {
 		return ""
 	}
 	return best
-}
-
-// distance is the edit distance between a and b: insertions, deletions,
-// substitutions and swaps of two neighbours (mpc_servers) each cost one.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range rb {
-		d[0][j+1] = j + 1
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }
