@@ -64,9 +64,13 @@ type ran struct {
 // the suite.
 func runCrewlet(t *testing.T, stdin string, env []string, args ...string) ran {
 	t.Helper()
+	// Built first: the minute is the command's, not the build's, which on
+	// a loaded machine (and for every parallel case waiting on it) can
+	// take longer.
+	bin := crewletBinary(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, crewletBinary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = t.TempDir()
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CREWLET_") {
