@@ -89,6 +89,11 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		observe: opts.Observers.Servers, hops: opts.Observers.Hops, clean: h.clean, pins: h.pins,
 	})
 	h.router.seats = h.seatCatalogues
+	if opts.Pins != nil {
+		// Approving a held tool is a person's call on the operator
+		// surface (issue 28); with no log there is nothing to approve on.
+		h.opts.FirstParty = append(slices.Clone(h.opts.FirstParty), h.toolChangesServer())
+	}
 	if opts.Artifacts != nil {
 		h.opts.artifactFiles = opts.Artifacts(h.deps("artifacts"))
 	}

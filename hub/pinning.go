@@ -400,3 +400,32 @@ func (h *Hub) refreshPins() {
 	}
 	h.servers.refilePinned()
 }
+
+// toolChanges lists the held tools for list_tool_changes: one change per
+// server, tool and fingerprint, naming the seats whose own children list
+// it.
+func (h *Hub) toolChanges() []toolpin.Change {
+	var out []toolpin.Change
+	at := map[string]int{}
+	for _, t := range h.pins.heldNow(h.servers.live) {
+		k := t.server + "\x00" + t.tool + "\x00" + t.fingerprint
+		i, seen := at[k]
+		if !seen {
+			i = len(out)
+			at[k] = i
+			out = append(out, toolpin.Describe(t.server, t.tool, t.name, t.hold.State, t.fingerprint, t.def, t.pin, t.flags))
+		}
+		if t.seat != "" {
+			out[i].Seats = append(out[i].Seats, t.seat)
+		}
+	}
+	return out
+}
+
+// toolChangesServer is the first-party server of list_tool_changes and
+// decide_tool_change, on a hub that keeps approvals.
+func (h *Hub) toolChangesServer() FirstParty {
+	return FirstParty{Name: "tool_changes", New: func(t servers.Trust, d Deps) *mcp.Server {
+		return toolpin.NewServer(toolpin.Deps{Store: h.opts.Pins, Directory: d.Directory, Held: h.toolChanges, Refresh: h.refreshPins}, t, d.Logger)
+	}}
+}

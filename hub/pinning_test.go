@@ -191,7 +191,7 @@ func (r *pinRig) decide(v toolpin.Verdict, tool string) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	if _, err := r.store.Decide(context.Background(), call, d); err != nil {
+	if _, _, err := r.store.Decide(context.Background(), call, func() (toolpin.Decision, error) { return d, nil }); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -368,8 +368,8 @@ func TestBaselineKeepsExistingServersAuto(t *testing.T) {
 		fp, _ := toolpin.Fingerprint(def)
 		type in struct{ servers.OpIDArg }
 		call, _ := s.Begin(authority.Caller{Seat: "ada", Kind: authority.KindHuman}, "decide_tool_change", &in{})
-		if _, err := s.Decide(context.Background(), call, toolpin.Decision{Server: "old", Verdict: toolpin.Approve,
-			Tools: []toolpin.DecidedTool{{Tool: "t", Fingerprint: fp, Def: def}}}); err != nil {
+		d := toolpin.Decision{Server: "old", Verdict: toolpin.Approve, Tools: []toolpin.DecidedTool{{Tool: "t", Fingerprint: fp, Def: def}}}
+		if _, _, err := s.Decide(context.Background(), call, func() (toolpin.Decision, error) { return d, nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -409,5 +409,171 @@ func TestNoLogPinsOnlyWhatSaysSo(t *testing.T) {
 	res := pinned.seatCall("forecast")
 	if class, _ := servers.ClassOf(res); class != authority.Forbidden || !strings.Contains(hubtest.Text(res), "keeps no log") {
 		t.Fatalf("with no log, a pinned tool's call: %s %q", class, hubtest.Text(res))
+	}
+}
+
+// changesOver lists the held tools over /operator/mcp, as a person's own
+// assistant would.
+func changesOver(t *testing.T, cs *mcp.ClientSession, server string) []toolpin.Change {
+	t.Helper()
+	args := map[string]any{}
+	if server != "" {
+		args["server"] = server
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "list_tool_changes", Arguments: args})
+	if err != nil || res.IsError {
+		t.Fatalf("list_tool_changes: %v %s", err, hubtest.Text(res))
+	}
+	var out struct {
+		Changes []toolpin.Change `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(hubtest.Text(res)), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Changes
+}
+
+// Issue 28, item 3: over /operator/mcp a person lists what is held — the
+// text the server lists now beside the one approved, the schema diff and
+// the scanner's flags — and decides it over /operator/act, under an
+// Idempotency-Key, attributed like every operator write: the seat the
+// credential is bound to, and the credential. The tool is offered once
+// the answer is given; a rejection keeps it out, and deciding it again
+// changes nothing.
+func TestToolChangesListedAndDecidedOnTheOperatorSurface(t *testing.T) {
+	r := newPinRig(t, plainForecast, "", true)
+	r.await("filed", func() bool { return r.held("forecast") != "absent" && r.held("echo") != "absent" })
+	cs := hubtest.Connect(t, r.url+"/operator/mcp", pinToken, "")
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil || !slices.ContainsFunc(lt.Tools, func(t *mcp.Tool) bool { return t.Name == "decide_tool_change" }) {
+		t.Fatalf("the operator catalogue has no decide_tool_change: %v", err)
+	}
+	if offeredTo(r.h.SeatRegistry("bot"), "list_tool_changes") || offeredTo(r.h.SeatRegistry("bot"), "decide_tool_change") {
+		t.Fatal("a seat is offered the tool-change tools")
+	}
+	changes := changesOver(t, cs, "weather")
+	if len(changes) != 2 || changes[0].Tool != "echo" || changes[1].Tool != "forecast" || changes[1].State != heldNew ||
+		changes[1].Proposed.Description != plainForecast || changes[1].Approved != nil {
+		t.Fatalf("changes %+v", changes)
+	}
+	// Every tool of the server at once, under a key.
+	status, body := act(t, r.url, pinToken, "approve-weather-1", actCall("decide_tool_change", map[string]any{"server": "weather", "decision": "approve"}))
+	sc, class := structured(t, body)
+	if status != http.StatusOK || class != "" || sc["outcome"] != "applied" || sc["op_id"] == "" || len(sc["tools"].([]any)) != 2 ||
+		sc["tools"].([]any)[1].(map[string]any)["now"] != "offered" {
+		t.Fatalf("decide: %d %v", status, body)
+	}
+	if !offeredTo(r.h.SeatRegistry("bot"), "forecast") || !offeredTo(r.h.SeatRegistry("bot"), "echo") {
+		t.Fatal("approved tools are not offered once the answer is given")
+	}
+	pins, _ := r.store.Pins()
+	if a := pins[toolpin.Key{Server: "weather", Tool: "forecast"}].Approved; a == nil ||
+		a.By != (servers.Author{Seat: "ada", Kind: authority.KindHuman}) || a.OperatorID != "laptop" {
+		t.Fatalf("approval recorded as %+v", a)
+	}
+	// The same key and call again is the same operation.
+	_, again := act(t, r.url, pinToken, "approve-weather-1", actCall("decide_tool_change", map[string]any{"server": "weather", "decision": "approve"}))
+	if sc2, class := structured(t, again); class != "" || sc2["op_id"] != sc["op_id"] || sc2["position"] != sc["position"] {
+		t.Fatalf("retried under its key: %v, first %v", again, body)
+	}
+
+	// The rug pull: after a restart the list shows the diff and the flags.
+	r.setDesc(poisonedForecast)
+	r.restart()
+	r.await("forecast held", func() bool { return r.held("forecast") == heldChanged })
+	changes = changesOver(t, cs, "")
+	if len(changes) != 1 {
+		t.Fatalf("changes %+v", changes)
+	}
+	ch := changes[0]
+	kinds := map[string]bool{}
+	for _, f := range ch.Flags {
+		kinds[string(f.Kind)] = true
+		if got := ch.Proposed.Description[f.Start:f.End]; f.Kind != "long_description" && got == "" {
+			t.Errorf("flag %+v spans nothing", f)
+		}
+	}
+	if ch.State != heldChanged || !ch.DescriptionChanged || ch.Approved == nil || ch.Approved.Def.Description != plainForecast ||
+		ch.Proposed.Description != poisonedForecast || !kinds["addressed_to_model"] || !kinds["credential_reference"] {
+		t.Fatalf("the change reads %+v", ch)
+	}
+	reject := func(key string) map[string]any {
+		_, body := act(t, r.url, pinToken, key, actCall("decide_tool_change", map[string]any{"server": "weather", "decision": "reject",
+			"tools": []map[string]any{{"tool": "forecast", "fingerprint": ch.Fingerprint}}}))
+		sc, class := structured(t, body)
+		if class != "" {
+			t.Fatalf("reject: %v", body)
+		}
+		return sc
+	}
+	if sc := reject("reject-1"); sc["outcome"] != "applied" || sc["tools"].([]any)[0].(map[string]any)["now"] != "held" {
+		t.Fatalf("reject: %v", sc)
+	}
+	if r.held("forecast") != heldRejected || offeredTo(r.h.SeatRegistry("bot"), "forecast") {
+		t.Fatal("a rejected tool is offered")
+	}
+	if sc := reject("reject-2"); sc["outcome"] != "unchanged" {
+		t.Fatalf("a second rejection: %v", sc)
+	}
+}
+
+// Every refusal the tool-change tools make: a person who is no
+// administrator, a decision that is neither, a server or tool with
+// nothing held, a fingerprint the server no longer lists, and a seat
+// asking (the router's, for an operator-only tool).
+func TestToolChangeRefusals(t *testing.T) {
+	r := newPinRig(t, plainForecast, "", true)
+	r.await("filed", func() bool { return r.held("forecast") != "absent" })
+	cs := hubtest.Connect(t, r.url+"/operator/mcp", pinToken, "")
+	fp := changesOver(t, cs, "weather")[1].Fingerprint
+	for _, tc := range []struct {
+		name, token string
+		args        map[string]any
+		class       authority.Class
+		words       string
+	}{
+		{"not an administrator", "bea-token-1234567", map[string]any{"server": "weather", "decision": "approve"}, authority.Forbidden, "Only an administrator"},
+		{"neither verdict", pinToken, map[string]any{"server": "weather", "decision": "maybe"}, authority.Invalid, `not "maybe"`},
+		{"no such server", pinToken, map[string]any{"server": "nope", "decision": "approve"}, authority.NotFound, `Server "nope" has no tool held`},
+		{"no such tool", pinToken, map[string]any{"server": "weather", "decision": "approve",
+			"tools": []map[string]any{{"tool": "nope", "fingerprint": fp}}}, authority.NotFound, `holds no tool "nope"`},
+		{"stale fingerprint", pinToken, map[string]any{"server": "weather", "decision": "approve",
+			"tools": []map[string]any{{"tool": "forecast", "fingerprint": "sha256:00"}}}, authority.StaleVersion, fp},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, body := act(t, r.url, tc.token, "k-"+strings.ReplaceAll(tc.name, " ", "-"), actCall("decide_tool_change", tc.args))
+			sc, class := structured(t, body)
+			if class != tc.class || !strings.Contains(fmt.Sprint(sc["sentence"]), tc.words) {
+				t.Fatalf("%s: %v", class, body)
+			}
+		})
+	}
+	if r.held("forecast") != heldNew || r.held("echo") != heldNew {
+		t.Fatal("a refused decision released a tool")
+	}
+	for _, tool := range []string{"list_tool_changes", "decide_tool_change"} {
+		res := r.h.Router().Call(context.Background(), r.h.SeatRegistry("bot"), bot, tool, []byte(`{"server":"weather","decision":"approve"}`))
+		if class, _ := servers.ClassOf(res); class != authority.Forbidden {
+			t.Fatalf("a seat's %s: %s %q", tool, class, hubtest.Text(res))
+		}
+	}
+}
+
+// A hub whose log cannot be read at start cannot tell which servers are
+// pinned: it does not start, rather than offer what nobody approved.
+func TestHubRefusesToStartWithoutItsApprovals(t *testing.T) {
+	node, err := state.Open(context.Background(), state.Options{Dir: filepath.Join(t.TempDir(), "state"), Projectors: toolpin.Projectors()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = node.Close()
+	c := hubtest.NewCompany().Person("ada", true).Parse(t)
+	h, err := New(context.Background(), Options{Company: c, Pins: toolpin.NewStore(node)})
+	if err == nil {
+		_ = h.Close()
+		t.Fatal("a hub started with approvals it could not read")
+	}
+	if !strings.Contains(err.Error(), "baseline") {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -124,7 +124,24 @@ func applyDecided(a *servers.Apply) (any, error) {
 	if _, err := state.GetJSON(a.R, kVersion, &v); err != nil {
 		return nil, err
 	}
-	return map[string]int{"tools": len(d.Tools)}, state.SetJSON(a.B, kVersion, v+1)
+	res := Decisions{Verdict: d.Verdict}
+	for _, t := range d.Tools {
+		res.Tools = append(res.Tools, DecidedRef{Tool: t.Tool, Fingerprint: t.Fingerprint})
+	}
+	return res, state.SetJSON(a.B, kVersion, v+1)
+}
+
+// Decisions is what a decision's operation answers, recorded with it: a
+// retry of the same operation answers the same tools.
+type Decisions struct {
+	Verdict Verdict      `json:"verdict"`
+	Tools   []DecidedRef `json:"tools"`
+}
+
+// DecidedRef names a tool decided, at its fingerprint.
+type DecidedRef struct {
+	Tool        string `json:"tool"`
+	Fingerprint string `json:"fingerprint"`
 }
 
 // Baseline is which servers were in the company when pinning began on
@@ -254,11 +271,18 @@ func (s *Store) Follow(ctx context.Context, changed func()) {
 }
 
 // Decide records a verdict as call's operation (WR-1, OPS-5): written
-// once whatever the retries, attributed to the caller. A decision that
-// would change nothing (a rejection of what is already rejected) is
-// answered unchanged and writes nothing.
-func (s *Store) Decide(ctx context.Context, call *servers.Call, d Decision) (servers.WriteOut, error) {
-	out, _, err := servers.Write[map[string]int](ctx, s.writes, call, func(r pebble.Reader) (servers.Intent, error) {
+// once whatever the retries, attributed to the caller. build says what to
+// decide; it runs only for an operation this node has not answered yet,
+// so a retry of one that landed answers what it answered, whatever is
+// held now. A decision that would change nothing (a rejection of what is
+// already rejected) is answered unchanged and writes nothing, with no
+// Decisions.
+func (s *Store) Decide(ctx context.Context, call *servers.Call, build func() (Decision, error)) (servers.WriteOut, *Decisions, error) {
+	return servers.Write[Decisions](ctx, s.writes, call, func(r pebble.Reader) (servers.Intent, error) {
+		d, err := build()
+		if err != nil {
+			return servers.Intent{}, err
+		}
 		same := 0
 		for _, t := range d.Tools {
 			p := Pin{}
@@ -278,7 +302,6 @@ func (s *Store) Decide(ctx context.Context, call *servers.Call, d Decision) (ser
 		}
 		return servers.Intent{Kind: KindDecided, Payload: d, What: "the decision on " + d.Server + "'s " + names(d.Tools)}, nil
 	})
-	return out, err
 }
 
 // Begin is the operation a decision call is (servers.Writes.Begin).
