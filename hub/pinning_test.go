@@ -3,14 +3,17 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -90,21 +93,31 @@ func weatherEntry(t *testing.T, name, desc, pid, extra string) string {
 
 func newPinRig(t *testing.T, firstDesc, extra string, store bool, prepare ...func(*toolpin.Store)) *pinRig {
 	t.Helper()
-	dir := t.TempDir()
-	r := &pinRig{t: t, desc: filepath.Join(dir, "desc"), pid: filepath.Join(dir, "pid")}
-	r.setDesc(firstDesc)
-	var pins *toolpin.Store
+	var node *state.Node
 	if store {
-		node, err := state.Open(context.Background(), state.Options{Dir: filepath.Join(dir, "state"), Projectors: toolpin.Projectors()})
+		var err error
+		node, err = state.Open(context.Background(), state.Options{Dir: filepath.Join(t.TempDir(), "state"), Projectors: toolpin.Projectors()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = node.Close() })
-		r.node, r.store = node, toolpin.NewStore(node)
-		pins = r.store
 		for _, p := range prepare {
-			p(r.store)
+			p(toolpin.NewStore(node))
 		}
+	}
+	return newPinRigOn(t, node, firstDesc, extra)
+}
+
+// newPinRigOn starts the rig's hub on node (none if nil).
+func newPinRigOn(t *testing.T, node *state.Node, firstDesc, extra string) *pinRig {
+	t.Helper()
+	dir := t.TempDir()
+	r := &pinRig{t: t, desc: filepath.Join(dir, "desc"), pid: filepath.Join(dir, "pid"), node: node}
+	r.setDesc(firstDesc)
+	var pins *toolpin.Store
+	if node != nil {
+		r.store = toolpin.NewStore(node)
+		pins = r.store
 	}
 	c := hubtest.NewCompany().Person("ada", true).Person("bea", false).Agent("bot").
 		Token("laptop", "ADA_TOKEN", "ada").Token("bea", "BEA_TOKEN", "bea").
@@ -575,5 +588,77 @@ func TestHubRefusesToStartWithoutItsApprovals(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "baseline") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// Issue 28, Done-when: in a fleet, an approval on one node releases the
+// tool on every node. Two nodes share one replicated log (FLT-3), each
+// running the server as its own child; a person approves on one, and the
+// other, following the log, offers the tool too.
+func TestApprovalOnOneNodeReleasesEveryNode(t *testing.T) {
+	ports := make([]int, 2)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+	}
+	nodes := make([]*state.Node, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		dir := t.TempDir()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c := state.Cluster{Node: fmt.Sprintf("n%d", i), Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]),
+				Peers: []string{fmt.Sprintf("127.0.0.1:%d", ports[1-i])}, Ready: time.Minute}
+			l, err := state.OpenCluster(ctx, filepath.Join(dir, "log"), c)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			nodes[i], errs[i] = state.Open(ctx, state.Options{Dir: dir, Log: l, Shared: true, Projectors: toolpin.Projectors()})
+			if errs[i] != nil {
+				_ = l.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, n := range nodes {
+		if n != nil {
+			t.Cleanup(func() { _ = n.Close() })
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	a := newPinRigOn(t, nodes[0], plainForecast, "")
+	b := newPinRigOn(t, nodes[1], plainForecast, "")
+	for _, r := range []*pinRig{a, b} {
+		r.await("forecast held", func() bool { return r.held("forecast") == heldNew })
+	}
+	cs := hubtest.Connect(t, a.url+"/operator/mcp", pinToken, "")
+	var fp string
+	for _, ch := range changesOver(t, cs, "weather") {
+		if ch.Tool == "forecast" {
+			fp = ch.Fingerprint
+		}
+	}
+	_, body := act(t, a.url, pinToken, "fleet-approve", actCall("decide_tool_change", map[string]any{"server": "weather", "decision": "approve",
+		"tools": []map[string]any{{"tool": "forecast", "fingerprint": fp}}}))
+	if _, class := structured(t, body); class != "" {
+		t.Fatalf("approve on node a: %v", body)
+	}
+	b.await("forecast released on node b", func() bool { return b.held("forecast") == "offered" })
+	if res := b.seatCall("forecast"); res.IsError || hubtest.Text(res) != "sunny in Oslo" {
+		t.Fatalf("node b's call after the approval on node a: %q", hubtest.Text(res))
+	}
+	if b.held("echo") != heldNew {
+		t.Fatal("node b released a tool nobody approved")
 	}
 }
