@@ -570,6 +570,33 @@ func TestToolChangeRefusals(t *testing.T) {
 			t.Fatalf("a seat's %s: %s %q", tool, class, hubtest.Text(res))
 		}
 	}
+	// The same decision over /operator/mcp, from a person's own client,
+	// which is told the catalogue moved.
+	changed := make(chan struct{}, 1)
+	cs2, err := hubtest.Dial(t, r.url+"/operator/mcp", pinToken, "", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	res, err := cs2.CallTool(context.Background(), &mcp.CallToolParams{Name: "decide_tool_change", Arguments: map[string]any{"server": "weather", "decision": "approve",
+		"tools": []map[string]any{{"tool": "forecast", "fingerprint": fp}}}})
+	if err != nil || res.IsError || !strings.Contains(hubtest.Text(res), `"now":"offered"`) {
+		t.Fatalf("decide over /operator/mcp: %v %s", err, hubtest.Text(res))
+	}
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no tools/list_changed after a tool was released")
+	}
+	lt, err := cs2.ListTools(context.Background(), nil)
+	if err != nil || !slices.ContainsFunc(lt.Tools, func(t *mcp.Tool) bool { return t.Name == "forecast" }) {
+		t.Fatalf("the released tool is not listed on /operator/mcp: %v", err)
+	}
 }
 
 // A hub whose log cannot be read at start cannot tell which servers are
