@@ -342,7 +342,6 @@ func textOf(res *mcp.CallToolResult) string {
 	return ""
 }
 
-
 // downRefusal says, in the engine's words, that a server is down (MCP-6):
 // which server, what took it down, when the next restart is, and, for a call
 // that was in flight on a tool not known to be read-only, that it may have
