@@ -39,7 +39,12 @@ import (
 func FuzzTransparency(f *testing.F) {
 	rows := readDifferences(f)
 	seeds := transparencySeeds(f)
-	for _, s := range seeds {
+	for i, s := range seeds {
+		if slowKinds[seedKinds[i].name] && fuzzing() {
+			// Go's fuzzing worker gives an input 10 s: an exploration
+			// starts from the seeds that fit, a replay takes them all.
+			continue
+		}
 		f.Add(s)
 	}
 	rig := newTransparencyRig(f)
@@ -63,6 +68,16 @@ func FuzzTransparency(f *testing.F) {
 		sc := deriveScript(data)
 		shown := 0
 		for _, s := range rig.servers {
+			sc := sc
+			if sc.cut && !s.stdio && fuzzing() {
+				// Go's fuzzing worker gives an input 10 s, and the hub
+				// takes 2 s to refuse each broken answer of an HTTP server
+				// (it waits for a death of the session that never comes):
+				// a replay compares those, an exploration does not.
+				whole := *sc
+				whole.cut = false
+				sc = &whole
+			}
 			streamed := s.streamed(sc)
 			direct := s.direct.call(t, s.scripts, s.tool, sc, streamed, false)
 			want := viewOf(direct, sc)
