@@ -67,7 +67,8 @@ type note struct {
 // sends after a streamed answer's notes, just before the response. A
 // client's handlers get notifications one at a time in the order they came,
 // so once a client has this one, every note of the call it will get is in:
-// the rig waits for it, not for a while.
+// the rig waits for it, not for a while. A broken answer (a cut script)
+// has none.
 const endOfNotes = "end of the notes"
 
 // wire is what a scripted server writes for the call with id whose client
@@ -90,7 +91,9 @@ func (sc *script) wire(id, token json.RawMessage, streamed bool) (notes [][]byte
 			}
 			notes = append(notes, []byte(`{"jsonrpc":"2.0","method":"`+n.method+`","params":`+string(params)+`}`))
 		}
-		if len(token) > 0 {
+		// A broken answer has no end of its notes: both sides drain what
+		// they read instead.
+		if len(token) > 0 && !sc.cut {
 			notes = append(notes, []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`+
 				string(progress([]byte(`"progress":100,"total":100,"message":"`+endOfNotes+`"}`)))+`}`))
 		}
