@@ -12,14 +12,22 @@ cd "$(dirname "$0")/.."
 echo "== npm ci (e2e peers, pinned by e2e/package-lock.json)"
 npm ci --prefix e2e --no-audit --no-fund --loglevel=error
 
-# The screen's browser tests drive Debian's chromium headless; they fail,
-# never skip, without it, so it is installed here when missing.
-echo "== chromium (Debian's package, for the screen's browser tests)"
+# The screen's browser tests drive Debian's chromium headless, and the TLS
+# and Quickstart tests run curl as a user would; they fail, never skip,
+# without them, so what is missing is installed here.
+echo "== chromium and curl (Debian's packages, for the browser, TLS and Quickstart tests)"
+missing=""
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  missing="chromium"
+fi
+if ! command -v curl >/dev/null 2>&1; then
+  missing="$missing curl"
+fi
+if [ -n "$missing" ]; then
   sudo=""
   if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 # Screenshots of the screen taken by the browser tests are kept here.
 export CREWLET_SCREENSHOTS_DIR="${CREWLET_SCREENSHOTS_DIR:-$PWD/e2e/screenshots}"
