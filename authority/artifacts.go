@@ -72,6 +72,16 @@ const (
 	VerbSchema ArtifactVerb = "schema"
 	// VerbShare: share_artifact and unshare_artifact, the owner's.
 	VerbShare ArtifactVerb = "share"
+
+	// A person's decisions about the artifact itself, made in the
+	// dashboard and offered by no tool (ART-4): see Personal.
+
+	// VerbTrash: putting it in the trash and taking it out again.
+	VerbTrash ArtifactVerb = "trash"
+	// VerbPurge: deleting one in the trash for good, bytes and all.
+	VerbPurge ArtifactVerb = "purge"
+	// VerbTransfer: handing its ownership to another seat.
+	VerbTransfer ArtifactVerb = "transfer"
 )
 
 // Needs is the least role a verb takes. Contributors make content (a
@@ -86,10 +96,24 @@ func (v ArtifactVerb) Needs() ArtifactRole {
 		return RoleContributor
 	case VerbUpdate, VerbSchema:
 		return RoleEditor
-	case VerbShare:
+	case VerbShare, VerbTrash, VerbPurge, VerbTransfer:
 		return RoleOwner
 	}
 	return RoleOwner + 1 // an unknown verb is nobody's
+}
+
+// Personal reports whether the verb is a person's decision about the
+// artifact as a whole: its owner's, or an administrator's whatever share
+// they hold, since an artifact nobody present owns (an agent's, a
+// departed person's) must still be cleared, restored or handed on. No
+// agent makes one, its own artifact included: what an agent made goes
+// away or changes hands only when a person says so.
+func (v ArtifactVerb) Personal() bool {
+	switch v {
+	case VerbTrash, VerbPurge, VerbTransfer:
+		return true
+	}
+	return false
 }
 
 // Writes reports whether the verb changes the artifact's content or
@@ -158,6 +182,8 @@ const (
 	// DenyRequesterRole: whom the turn acts for holds a role below what
 	// the verb needs.
 	DenyRequesterRole Denial = "requester_role"
+	// DenyPersonal: an agent asked for a person's decision (Personal).
+	DenyPersonal Denial = "personal"
 )
 
 // ArtifactDecision is the table's answer.
@@ -179,6 +205,9 @@ type ArtifactDecision struct {
 	// outcome (a stale publish's live files, a conflict's rows) may be
 	// shown: only when the requester could read the artifact too.
 	ShowReads bool
+	// AsAdmin: a person's decision (Personal) allowed because the caller
+	// is an administrator, not because they own the artifact.
+	AsAdmin bool
 }
 
 // Allowed reports whether the call may go ahead.
@@ -197,6 +226,9 @@ func DecideArtifact(a ArtifactAsk) ArtifactDecision {
 		seat, capped = RoleContributor, true
 	}
 	d := ArtifactDecision{SeatRole: seat}
+	if a.Verb.Personal() {
+		return decidePersonal(a, d)
+	}
 	// Once for the seat.
 	switch {
 	case seat == RoleNone && a.Admin && !agent && a.Verb == VerbRead:
@@ -236,6 +268,26 @@ func DecideArtifact(a ArtifactAsk) ArtifactDecision {
 	return d
 }
 
+// decidePersonal decides a person's decision about the artifact: there is
+// no requester to ask, since no agent makes one.
+func decidePersonal(a ArtifactAsk, d ArtifactDecision) ArtifactDecision {
+	switch {
+	case a.Kind == KindAgent && d.SeatRole == RoleNone:
+		d.Denied = DenyHidden
+	case a.Kind == KindAgent:
+		d.Denied = DenyPersonal
+	case a.Owns:
+		d.Role, d.ShowReads = RoleOwner, true
+	case a.Admin:
+		d.Role, d.ShowReads, d.AsAdmin = RoleOwner, true, true
+	case d.SeatRole == RoleNone:
+		d.Denied = DenyHidden
+	default:
+		d.Denied = DenySeatRole
+	}
+	return d
+}
+
 // ArtifactMissing is what an id nothing holds is answered with, and so
 // also what a caller with no relation to an artifact is told: one
 // sentence, so the answer says nothing about whether the artifact exists.
@@ -259,7 +311,12 @@ func ArtifactRefusal(d ArtifactDecision, a ArtifactAsk, id, requester string) *R
 		return Refuse(Forbidden, "On an artifact it does not own an agent acts as a contributor at most, and this takes %s (the company's artifacts.agents_manage_others is off). Ask its owner or an editor to make the change.", need)
 	case DenyAdminReadOnly:
 		return Refuse(Forbidden, "An administrator without a share reads %s through the admin path and changes nothing; this takes %s. Ask its owner for a share.", id, need)
+	case DenyPersonal:
+		return Refuse(Forbidden, "Putting %s in the trash, restoring, purging or transferring it is a person's decision, made in the dashboard by its owner or an administrator; no agent makes it. Tell whoever you act for.", id)
 	case DenySeatRole:
+		if a.Verb.Personal() {
+			return Refuse(Forbidden, "Your role on %s is %s: putting it in the trash, restoring, purging or transferring it is for its owner or an administrator; ask its owner.", id, d.SeatRole)
+		}
 		return Refuse(Forbidden, "Your role on %s is %s, and this takes %s; ask its owner.", id, d.SeatRole, need)
 	case DenyRequesterRole:
 		return Refuse(Forbidden, "This turn acts for @%s, whose role on %s is %s, and this takes %s: an agent does nothing for somebody that they could not do themselves. Ask them to get the role from its owner.", requester, id, a.RequesterRole, need)

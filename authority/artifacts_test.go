@@ -24,6 +24,7 @@ type artifactCases struct {
 			Exempt    bool         `json:"exempt"`
 			AdminPath bool         `json:"admin_path"`
 			ShowReads bool         `json:"show_reads"`
+			AsAdmin   bool         `json:"as_admin"`
 			Says      string       `json:"says"`
 		} `json:"want"`
 	} `json:"decisions"`
@@ -61,7 +62,8 @@ func loadArtifactCases(t *testing.T) artifactCases {
 // requester role, owner, verb) → decision, with the agent's own artifact,
 // an unknown requester, the does-not-exist wording, the agent cap and
 // agents_manage_others, and an administrator's admin path beside the
-// share they hold (ART-5).
+// share they hold (ART-5); and a person's decisions — trash, purge,
+// transfer — the owner's or an administrator's, never an agent's (ART-4).
 func TestArtifactDecisions(t *testing.T) {
 	for _, c := range loadArtifactCases(t).Decisions {
 		t.Run(c.Name, func(t *testing.T) {
@@ -73,8 +75,8 @@ func TestArtifactDecisions(t *testing.T) {
 				t.Fatalf("denied %q, want %q (%+v)", d.Denied, w.Denied, d)
 			}
 			if d.Allowed() {
-				if d.Role != w.Role || d.Exempt != w.Exempt || d.AdminPath != w.AdminPath || d.ShowReads != w.ShowReads {
-					t.Fatalf("got %+v, want role %s exempt %v admin_path %v show_reads %v", d, w.Role, w.Exempt, w.AdminPath, w.ShowReads)
+				if d.Role != w.Role || d.Exempt != w.Exempt || d.AdminPath != w.AdminPath || d.ShowReads != w.ShowReads || d.AsAdmin != w.AsAdmin {
+					t.Fatalf("got %+v, want role %s exempt %v admin_path %v show_reads %v as_admin %v", d, w.Role, w.Exempt, w.AdminPath, w.ShowReads, w.AsAdmin)
 				}
 				if ArtifactRefusal(d, ask, "art_1", "ada") != nil {
 					t.Fatal("an allowed call has a refusal")
