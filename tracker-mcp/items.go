@@ -401,16 +401,12 @@ func (s *srv) getWorkItem(_ context.Context, _ authority.Caller, in getIn) (getO
 			return err
 		}
 		e := envelope()
-		titledBy := it.TitledBy
-		if len(titledBy) == 0 {
-			titledBy = []servers.Author{it.CreatedBy}
-		}
 		history, omitted := it.History, 0
 		if len(history) > historyShown {
 			omitted = len(history) - historyShown
 			history = history[omitted:]
 		}
-		o := itemOut{Key: it.Key, ID: it.ID, Project: it.Project, Title: e.Fence(it.Title, titledBy),
+		o := itemOut{Key: it.Key, ID: it.ID, Project: it.Project, Title: e.Fence(it.Title, it.titleWriters()),
 			Description: e.Fence(it.Description, it.DescribedBy), Status: it.Status, Assignee: it.Assignee,
 			Triage: it.Triage, Priority: it.Priority, Labels: it.Labels, Parent: it.Parent, Subtasks: kids,
 			Links: it.Links, Checklist: it.Checklist, Question: fenceAsk(e, it.Question, it.CreatedBy), History: history, HistoryOmitted: omitted,
@@ -440,6 +436,9 @@ type listIn struct {
 }
 
 type listOut struct {
+	Provenance servers.Provenance `json:"provenance"`
+	// Items' titles are fenced as their writers' (WR-10), as get_work_item
+	// answers them.
 	Items      []summary `json:"items"`
 	NextCursor string    `json:"next_cursor,omitempty"`
 }
@@ -533,7 +532,8 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		return listOut{}, err
 	}
 	defer it.Close()
-	out := listOut{Items: make([]summary, 0, limit+1)}
+	out := listOut{Items: make([]summary, 0, limit)}
+	e := envelope()
 	var lastKey string
 	for ok := it.Last(); ok; ok = it.Prev() {
 		rest := strings.TrimPrefix(string(it.Key()), prefix)
@@ -550,30 +550,42 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 		if err != nil {
 			continue
 		}
-		// Each summary is decoded in its place in the page, and taken
-		// back out if the filters drop it.
-		out.Items = append(out.Items, summary{})
-		sm := &out.Items[len(out.Items)-1]
-		found, err := indexedSummary(r, it.Value(), pk, n, sm)
+		var row summaryRow
+		found, err := indexedSummary(r, it.Value(), pk, n, &row)
 		if err != nil {
 			return listOut{}, err
 		}
-		if !found || !keep(*sm) ||
+		sm := row.summary
+		if !found || !keep(sm) ||
 			(proj != "" && sm.Project != proj) ||
 			(in.Label != "" && !slices.Contains(sm.Labels, in.Label)) ||
 			(in.Priority != "" && sm.Priority != in.Priority) ||
 			(parent != "" && sm.Parent != parent) {
-			out.Items = out.Items[:len(out.Items)-1]
 			continue
 		}
-		if len(out.Items) > limit {
-			// The cursor is an exclusive upper bound: the next page starts
-			// below the last item answered, so hand back that one's key.
-			out.Items = out.Items[:limit]
+		if len(out.Items) == limit {
+			// One more item matches, so there is a next page. The cursor
+			// is an exclusive upper bound: it starts below the last item
+			// answered, so hand back that one's key.
 			out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(lastKey))
 			break
 		}
+		writers := row.TitledBy
+		if len(writers) == 0 {
+			// A row written before rows kept the title's writers: the
+			// item itself names them.
+			full, err := readItem(r, sm.Key)
+			if err != nil {
+				return listOut{}, err
+			}
+			if full != nil {
+				writers = full.titleWriters()
+			}
+		}
+		sm.Title = e.Fence(sm.Title, writers)
+		out.Items = append(out.Items, sm)
 		lastKey = string(it.Key())
 	}
+	out.Provenance = e.Provenance()
 	return out, nil
 }

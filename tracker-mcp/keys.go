@@ -82,8 +82,9 @@ func (it *item) indexKeys() []string {
 
 // indexedSummary is the summary of the item a list index row files: the
 // row's own value, or, for a row written before index rows carried one,
-// the summary's row. found is false when the item has no summary.
-func indexedSummary(r pebble.Reader, row []byte, proj string, n int, sm *summary) (found bool, err error) {
+// the summary's row. found is false when the item has no summary. A
+// summaryRow is decoded with the title's writers the row holds.
+func indexedSummary[S summary | summaryRow](r pebble.Reader, row []byte, proj string, n int, sm *S) (found bool, err error) {
 	key := kSummary + itemKey(proj, n)
 	if len(row) > 0 {
 		err := state.DecodeJSON(key, row, sm)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -47,5 +49,38 @@ func TestIndexedSummary(t *testing.T) {
 		if err != nil || found != c.found || sm.Title != c.title {
 			t.Errorf("%s: found %v, title %q, %v; want found %v, title %q", c.name, found, sm.Title, err, c.found, c.title)
 		}
+	}
+}
+
+// WR-10: a list index row written before rows kept the title's writers is
+// still answered fenced, as the writers its item names.
+func TestListFencesARowWithoutWriters(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	it := item{Key: "CORE-1", ID: "wi_1", Project: "CORE", Number: 1, Title: "Old row", Status: "todo",
+		TitledBy: []servers.Author{servers.AuthorOf(alan), servers.AuthorOf(ada)}, CreatedBy: servers.AuthorOf(alan)}
+	b := db.NewBatch()
+	if err := state.SetJSON(b, kItem+it.Key, it); err != nil {
+		t.Fatal(err)
+	}
+	if err := state.SetJSON(b, kIxProject+"CORE/"+pad(1), summary{Key: it.Key, Project: "CORE", Title: it.Title, Status: "todo"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	out, err := (&srv{}).list(db, authority.Caller{Seat: "ada", Kind: authority.KindHuman}, listIn{})
+	if err != nil || len(out.Items) != 1 {
+		t.Fatalf("list answered %v, %v", out, err)
+	}
+	title := out.Items[0].Title
+	if servers.Unfence(title) != "Old row" || !strings.Contains(title, "@alan (agent), @ada (human)") {
+		t.Fatalf("title %q", title)
+	}
+	if len(out.Provenance.Writers) != 2 {
+		t.Fatalf("provenance names %v", out.Provenance.Writers)
 	}
 }

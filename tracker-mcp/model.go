@@ -122,10 +122,29 @@ type summary struct {
 	Rank      *float64  `json:"rank,omitempty"`
 }
 
-func (it *item) summary() summary {
-	return summary{Key: it.Key, ID: it.ID, Project: it.Project, Title: it.Title, Status: it.Status,
+// summaryRow is a summary as its rows store it: with who wrote the title,
+// so a list fences each title as theirs (WR-10) off the row it walks,
+// without reading the item. Answers show the summary alone; the writers
+// are named in the fence.
+type summaryRow struct {
+	summary
+	TitledBy []servers.Author `json:"titled_by,omitempty"`
+}
+
+func (it *item) summary() summaryRow {
+	return summaryRow{summary: summary{Key: it.Key, ID: it.ID, Project: it.Project, Title: it.Title, Status: it.Status,
 		Assignee: it.Assignee, Triage: it.Triage, Priority: it.Priority, Labels: it.Labels,
-		Parent: it.Parent, Version: it.Version, UpdatedAt: it.UpdatedAt, Rank: it.Rank}
+		Parent: it.Parent, Version: it.Version, UpdatedAt: it.UpdatedAt, Rank: it.Rank}, TitledBy: it.titleWriters()}
+}
+
+// titleWriters are who wrote an item's title: its creator and whoever
+// retitled it since, or its creator alone for an item filed before titles
+// kept their writers.
+func (it *item) titleWriters() []servers.Author {
+	if len(it.TitledBy) == 0 {
+		return []servers.Author{it.CreatedBy}
+	}
+	return it.TitledBy
 }
 
 // itemResult is what the item projectors record in the op ledger. A
