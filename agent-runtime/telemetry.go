@@ -85,8 +85,11 @@ func modelFailure(ctx context.Context, spec ModelSpec, timeout time.Duration, er
 		return ModelCallCut, "The turn was cut short while its model answered."
 	case status != 0:
 		s := fmt.Sprintf("%s answered HTTP %d", endpoint, status)
-		if said = providerWords(said); said != "" {
+		if said, left := providerWords(said); said != "" {
 			s += fmt.Sprintf(", saying %q", said)
+			if left > 0 {
+				s += fmt.Sprintf(" [the provider's message runs %d bytes further, left out here]", left)
+			}
 		}
 		return ModelCallRejected, s + ". " + statusAdvice(spec, status)
 	case errors.Is(err, context.DeadlineExceeded):
@@ -151,19 +154,33 @@ func statusAdvice(spec ModelSpec, status int) string {
 	return "The endpoint refused the request; its message says why."
 }
 
-// providerWords is a provider's error message fit to quote in one line:
-// control characters dropped, at most 200 bytes.
-func providerWords(s string) string {
+// vendorRefusalBytes bounds how much of a provider's own message a turn's
+// reason quotes (OUT-3). The reason is read on the item's activity and
+// kept with the turn's end on the log; a provider's message is usually a
+// sentence, which is quoted whole, but an endpoint behind a proxy or a
+// misbehaving server can answer with pages. Past the bound the quote ends
+// on a whole word and the reason says how much was left out, so nobody
+// takes its opening for the whole message.
+const vendorRefusalBytes = 2 << 10
+
+// providerWords is a provider's error message fit to quote on one line:
+// control characters dropped, at most vendorRefusalBytes of it, and how
+// many bytes of it were left out past that.
+func providerWords(s string) (quote string, left int) {
 	s = strings.Join(strings.FieldsFunc(s, unicode.IsControl), " ")
 	s = strings.TrimSpace(s)
-	if len(s) > 200 {
-		cut := 200
-		for cut > 0 && !utf8Start(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
+	if len(s) <= vendorRefusalBytes {
+		return s, 0
 	}
-	return s
+	cut := vendorRefusalBytes
+	for cut > 0 && !utf8Start(s[cut]) {
+		cut--
+	}
+	// A whole word where the text has spaces to end on.
+	if sp := strings.LastIndexByte(s[:cut], ' '); sp > cut/2 {
+		cut = sp
+	}
+	return s[:cut], len(s) - cut
 }
 
 // utf8Start reports whether b begins a UTF-8 sequence.

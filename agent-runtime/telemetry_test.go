@@ -1,10 +1,12 @@
 package agent
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/crewlet/hub/agent-runtime/modeltest"
 )
@@ -98,11 +100,39 @@ func TestModelRefusalSaysWhy(t *testing.T) {
 	}
 }
 
-// A provider's message is quoted on one line and bounded, whatever it
-// holds.
+// OUT-3: a provider's message is quoted on one line, whole up to 2 KiB;
+// past that it ends on a whole word and says how much it left out.
 func TestProviderWords(t *testing.T) {
-	got := providerWords("line one\nline\x00two " + strings.Repeat("é", 200))
-	if strings.ContainsAny(got, "\n\x00") || len(got) > 204 || !strings.HasPrefix(got, "line one line two") || !strings.HasSuffix(got, "é…") {
-		t.Fatalf("%q", got)
+	got, left := providerWords("line one\nline\x00two " + strings.Repeat("é", 200))
+	if strings.ContainsAny(got, "\n\x00") || left != 0 || got != "line one line two "+strings.Repeat("é", 200) {
+		t.Fatalf("%q, %d left", got, left)
+	}
+	long := strings.Repeat("word ", 1000) // 5,000 bytes
+	got, left = providerWords(long)
+	if len(got) > vendorRefusalBytes || len(got) < vendorRefusalBytes-8 || !strings.HasSuffix(got, "word") || len(got)+left != len(strings.TrimSpace(long)) {
+		t.Fatalf("%d bytes quoted ending %q, %d left", len(got), got[max(0, len(got)-10):], left)
+	}
+	got, left = providerWords(strings.Repeat("é", 2000)) // no spaces: a whole character
+	if !utf8.ValidString(got) || len(got) != vendorRefusalBytes || left != 4000-vendorRefusalBytes {
+		t.Fatalf("%d bytes quoted, %d left", len(got), left)
+	}
+}
+
+// OUT-3: a turn that ends on a provider's refusal quotes its message whole
+// when it is a paragraph, and marks it, saying how much was left out, when
+// it runs past 2 KiB.
+func TestModelRefusalQuotedAndMarked(t *testing.T) {
+	para := strings.TrimSpace(strings.Repeat("The request was refused by policy. ", 30)) // ~1 KiB
+	h := newHarness(t, modeltest.Steps(modeltest.Reply{Status: 400, Message: para}), nil, nil)
+	if rec := h.turn(); rec.Outcome != Failed || !strings.Contains(rec.Reason, fmt.Sprintf("%q", para)) || strings.Contains(rec.Reason, "left out") {
+		t.Fatalf("a 1 KiB refusal is not quoted whole: %+v", rec)
+	}
+	long := strings.Repeat("blocked ", 1024) // 8 KiB
+	h = newHarness(t, modeltest.Steps(modeltest.Reply{Status: 400, Message: long}), nil, nil)
+	rec := h.turn()
+	want := fmt.Sprintf("[the provider's message runs %d bytes further, left out here]", len(strings.TrimSpace(long))-(vendorRefusalBytes-1))
+	if rec.Outcome != Failed || !strings.Contains(rec.Reason, want) || strings.Count(rec.Reason, "blocked") != vendorRefusalBytes/len("blocked ") {
+		t.Fatalf("an 8 KiB refusal, want it cut at %d bytes and marked %q: %d bytes of reason, %d words quoted: %.300s",
+			vendorRefusalBytes, want, len(rec.Reason), strings.Count(rec.Reason, "blocked"), rec.Reason)
 	}
 }

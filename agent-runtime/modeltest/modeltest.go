@@ -122,6 +122,9 @@ type Reply struct {
 	Hold <-chan struct{}
 	// Status, if set, answers an HTTP error with this status instead.
 	Status int
+	// Message is what an error status says; by default "scripted failure"
+	// and the status.
+	Message string
 }
 
 // Script answers a request.
@@ -235,7 +238,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, c Conversation) 
 		}
 	}
 	if rep.Status != 0 {
-		http.Error(w, fmt.Sprintf(`{"error":{"message":"scripted failure %d","type":"server_error"}}`, rep.Status), rep.Status)
+		msg := rep.Message
+		if msg == "" {
+			msg = fmt.Sprintf("scripted failure %d", rep.Status)
+		}
+		body, _ := json.Marshal(map[string]any{"error": map[string]string{"message": msg, "type": "server_error"}})
+		http.Error(w, string(body), rep.Status)
 		return rep, false
 	}
 	return rep, true
