@@ -197,7 +197,7 @@ func TestTrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.OK(grace, "get_artifact", map[string]any{"id": id})
-	if err := h.store.Purge(ctx, ada, id); !errIs(err, authority.Invalid) {
+	if err := h.store.Purge(ctx, ada, id, ""); !errIs(err, authority.Invalid) {
 		t.Fatalf("purging what is not in the trash: %v", err)
 	}
 }

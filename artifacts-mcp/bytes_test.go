@@ -109,7 +109,7 @@ func TestFiftyMiBBuildStreamedVerifiedAndPurged(t *testing.T) {
 	if err := h.store.Trash(ctx, ada, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.store.Purge(ctx, ada, id); err != nil {
+	if err := h.store.Purge(ctx, ada, id, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range []string{markers[0], markers[3], markers[49]} {

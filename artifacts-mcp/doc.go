@@ -25,7 +25,8 @@
 // data_index.go), sources; besides them
 // files.go (where bytes come from), quota.go (a turn's quotas, kept in the
 // projection), presence.go (rooms in a TTL bucket), trash.go (a person's
-// trash, restore and purge, and the file route's reader, as Store).
+// trash, restore, purge and transfer, and the file route's reader, as
+// Store).
 //
 // A server keeps nothing authoritative and is safe for concurrent use; it
 // starts no goroutine. Its presence bucket is opened on first use.

@@ -18,6 +18,7 @@ const (
 	kindElevated = "artifacts.elevated_read"
 	kindTrash    = "artifacts.trash"
 	kindPurge    = "artifacts.purge"
+	kindTransfer = "artifacts.transfer"
 	kindData     = "artifacts.data.write"
 	kindSchema   = "artifacts.data.schema"
 )
@@ -34,6 +35,7 @@ func Projectors() []state.Projector {
 		applying(kindElevated, applyElevated),
 		applying(kindTrash, applyTrash),
 		applying(kindPurge, applyPurge),
+		applying(kindTransfer, applyTransfer),
 		applying(kindData, applyData),
 		applying(kindSchema, applySchema),
 	}
