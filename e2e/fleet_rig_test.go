@@ -79,8 +79,8 @@ func newFleetRig(t testing.TB, external bool) *fleetRig {
         mcp_env: {worker: {WHO: "bob-%[1]s"}}
 api: {auth: {tokens: [{id: ada, token: "${E2E_TOKEN}", seat: ada}]}}
 mcp_servers:
-  - {name: echo, command: %[2]q, env: {WHO: "shared-%[1]s"}}
-  - {name: worker, shared: false, command: %[2]q, tool_prefix: worker_}
+  - {name: echo, command: %[2]q, env: {WHO: "shared-%[1]s"}, trust: auto}
+  - {name: worker, shared: false, command: %[2]q, tool_prefix: worker_, trust: auto}
 `, r.marker, bin)
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)

@@ -49,6 +49,7 @@ mcp_servers:
     shared: false
     command: %q
     tool_prefix: trk_
+    trust: auto
 `, bin)
 	cfg := filepath.Join(t.TempDir(), "company.yaml")
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {

@@ -36,6 +36,7 @@ api:
 mcp_servers:
   - name: everything
     command: %q
+    trust: auto
 `, adminLine, bin)
 	cfg := filepath.Join(t.TempDir(), "company.yaml")
 	if err := os.WriteFile(cfg, []byte(good), 0o600); err != nil {

@@ -56,6 +56,7 @@ mcp_servers:
     command: /bin/sh
     args: ["-c", %q]
     env: {WHO: screen-everything}
+    trust: auto
     tool_annotations:
       test_simple_text: {read_only: true, open_world: false}
       no_such_tool: {read_only: true}
@@ -65,6 +66,7 @@ mcp_servers:
     shared: false
     command: %q
     tool_prefix: ps_
+    trust: auto
 `, script, bin)
 	cfg := filepath.Join(t.TempDir(), "company.yaml")
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {

@@ -18,9 +18,13 @@ import (
 )
 
 // companyWith writes a company file with the default seats, one operator
-// token and the given mcp_servers block.
+// token and the given mcp_servers block. Its servers are the test's own
+// programs, so each is trusted as it lists itself (trust: auto), as a
+// developer's own servers are: holding new tools for a person's approval
+// is tested on its own (pinning_test.go).
 func companyWith(t testing.TB, servers string) string {
 	t.Helper()
+	servers = trustedAuto(servers)
 	doc := `units:
   - id: core
     name: Core
@@ -38,6 +42,37 @@ mcp_servers:
 		t.Fatal(err)
 	}
 	return path
+}
+
+// trustedAuto adds trust: auto to every entry of an mcp_servers block
+// that does not say its trust, block or flow style alike.
+func trustedAuto(servers string) string {
+	lines := strings.SplitAfter(servers, "\n")
+	var b strings.Builder
+	for i, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "  - {name:") && !strings.Contains(l, "trust:"):
+			l = strings.Replace(l, "{name:", "{trust: auto, name:", 1)
+		case strings.HasPrefix(l, "  - name:") && !entrySays(lines[i+1:], "trust:"):
+			l += "    trust: auto\n"
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
+
+// entrySays reports whether the rest of a block-style entry (the lines
+// after its first) holds a key.
+func entrySays(rest []string, key string) bool {
+	for _, l := range rest {
+		if !strings.HasPrefix(l, "    ") {
+			return false
+		}
+		if strings.HasPrefix(strings.TrimSpace(l), key) {
+			return true
+		}
+	}
+	return false
 }
 
 const e2eToken = "e2e-operator-token-0001"
@@ -366,4 +401,14 @@ func TestGoSDKEverythingOverHTTPThroughHub(t *testing.T) {
 		t.Fatalf("read test://static-text through the hub: %+v %v", rr, err)
 	}
 	logHas(t, h.logs(), "server_handshake", `"server":"everything"`, `"discover_answered":true`)
+}
+
+// trustedAuto marks each entry the test did not mark, in either style,
+// and leaves one that says its trust as it is.
+func TestTrustedAutoMarksEveryEntry(t *testing.T) {
+	in := "  - name: a\n    command: x\n  - {name: b, url: u}\n  - name: c\n    trust: pinned\n  - {name: d, trust: pinned}\n"
+	want := "  - name: a\n    trust: auto\n    command: x\n  - {trust: auto, name: b, url: u}\n  - name: c\n    trust: pinned\n  - {name: d, trust: pinned}\n"
+	if got := trustedAuto(in); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
 }

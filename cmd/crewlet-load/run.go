@@ -508,13 +508,16 @@ mcp_servers:
   - name: echo_http
     url: %q
     tool_prefix: http_
+    trust: auto
   - name: echo_session
     url: %q
     tool_prefix: session_
+    trust: auto
   - name: echo_stdio
     command: %q
     args: [echo-server, --stdio]
     tool_prefix: stdio_
+    trust: auto
 `, tokenVar, echoBase+"/mcp", echoBase+"/session/mcp", self)
 }
 

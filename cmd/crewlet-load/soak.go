@@ -327,6 +327,7 @@ mcp_servers:
     command: %q
     args: [echo-server, --stdio]
     tool_prefix: stdio_
+    trust: auto
 `, tokenVar, self)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/crewlet/hub/agent-runtime"
@@ -13,6 +14,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/knowledge-mcp"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
@@ -32,7 +34,7 @@ func openState(ctx context.Context, dataDir string, log *slog.Logger, fleet *fle
 	opts := state.Options{
 		Dir:        filepath.Join(dataDir, "state"),
 		Logger:     log.With("component", "state"),
-		Projectors: append(append(append(tracker.Projectors(), knowledge.Projectors()...), artifacts.Projectors()...), agent.Projectors()...),
+		Projectors: slices.Concat(tracker.Projectors(), knowledge.Projectors(), artifacts.Projectors(), agent.Projectors(), toolpin.Projectors()),
 	}
 	if fleet != nil {
 		blobs, err := fleet.js.Blobs(ctx)

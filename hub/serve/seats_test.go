@@ -62,7 +62,7 @@ func TestTwoSeatsOneTemplate(t *testing.T) {
 		fmt.Sprintf(`      - {name: Alice, handle: alice, mcp_env: {desk: {WHO: alice, PIDFILE: %q}}}
       - {name: Robert, handle: robert, mcp_env: {desk: {WHO: robert, PIDFILE: %q}}}`,
 			filepath.Join(pids, "alice"), filepath.Join(pids, "robert")), 1) +
-		fmt.Sprintf("mcp_servers:\n  - {name: desk, shared: false, command: %q, env: {%s: \"1\"}}\n", exe, deskVar)
+		fmt.Sprintf("mcp_servers:\n  - {name: desk, shared: false, command: %q, env: {%s: \"1\"}, trust: auto}\n", exe, deskVar)
 	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
 		switch c.Round() {
 		case 0:

@@ -25,6 +25,7 @@ import (
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
+	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/sourcegraph/conc"
 )
@@ -203,6 +204,9 @@ func Run(ctx context.Context, o Options) error {
 		Observers:   tel.observers(),
 		Metrics:     tel.metrics.Handler(),
 		SecretNames: src.secretNames,
+		// The approvals of third-party tools are on the log, so every node
+		// of a fleet holds and releases the same tools (issue 28).
+		Pins: toolpin.NewStore(node),
 	}
 	if fleet != nil {
 		hopts.Fleet = fleet.hubFleet()

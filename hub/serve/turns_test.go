@@ -80,9 +80,10 @@ func TestTurnAnswersOnTheItem(t *testing.T) {
 // annotations) and with tool_annotations proving its search read-only.
 const fenceCompany = company + `
 mcp_servers:
-  - {name: tavily, url: "{{UPSTREAM}}"}
+  - {name: tavily, url: "{{UPSTREAM}}", trust: auto}
   - name: tavilyro
     url: "{{UPSTREAM}}"
+    trust: auto
     tool_prefix: ro_
     tool_annotations:
       tavily_search: {read_only: true, open_world: true}
