@@ -12,6 +12,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/screen"
+	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -34,6 +35,9 @@ type control interface {
 	serverRows() []serverRow
 	seatCatalogues() []*Catalogue
 	fleetView(ctx context.Context) fleetView
+	// toolChanges lists the third-party tools held for a person's
+	// review (issue 28).
+	toolChanges() []toolpin.Change
 }
 
 // operatorDeps is everything the operator surface is given.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/crewlet/hub/hub/screen"
 	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
@@ -687,5 +688,52 @@ func TestApprovalOnOneNodeReleasesEveryNode(t *testing.T) {
 	}
 	if b.held("echo") != heldNew {
 		t.Fatal("node b released a tool nobody approved")
+	}
+}
+
+// Issue 28: the screen decides through decide_tool_change as the person
+// signed in, under the form's key: attributed to them, and a form sent
+// again is the same decision, which approves nothing that changed since.
+// A form with no key decides nothing.
+func TestScreenDecisionIsTheOperatorToolUnderTheFormsKey(t *testing.T) {
+	r := newPinRig(t, plainForecast, "", true)
+	r.await("forecast held", func() bool { return r.held("forecast") == heldNew })
+	b := screenBackend{r.h.operator}
+	ada := authority.Principal{TokenID: "laptop", Seat: "ada", Admin: true}
+	form := screen.ToolDecision{Server: "weather", Verdict: "approve", Key: "screen-k1"}
+	if res := b.DecideTools(context.Background(), ada, screen.ToolDecision{Server: "weather", Verdict: "approve"}); res.Class != string(authority.Invalid) {
+		t.Fatalf("a form with no key answered %+v", res)
+	}
+	if s := r.held("forecast"); s != heldNew {
+		t.Fatalf("a form with no key decided: forecast is %s", s)
+	}
+	first := b.DecideTools(context.Background(), ada, form)
+	if first.Error != "" || !slices.Contains(first.Tools, screen.DecidedTool{Tool: "forecast", Now: "offered"}) {
+		t.Fatalf("approve from the screen answered %+v", first)
+	}
+	pins, err := r.store.Pins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pins[toolpin.Key{Server: "weather", Tool: "forecast"}].Approved
+	if got == nil || got.By.Seat != "ada" || got.OperatorID != "laptop" {
+		t.Fatalf("the approval is recorded as %+v, want by ada under credential laptop", got)
+	}
+
+	r.setDesc(plainForecast + " Now with wind.")
+	r.restart()
+	r.await("forecast held again", func() bool { return r.held("forecast") == heldChanged })
+	if again := b.DecideTools(context.Background(), ada, form); again.Error != "" {
+		t.Fatalf("the form sent again answered %+v", again)
+	}
+	if s := r.held("forecast"); s != heldChanged {
+		t.Fatalf("the same form sent again approved the changed tool: it is %s", s)
+	}
+	form.Key = "screen-k2"
+	if res := b.DecideTools(context.Background(), ada, form); res.Error != "" {
+		t.Fatalf("a new form answered %+v", res)
+	}
+	if s := r.held("forecast"); s != "offered" {
+		t.Fatalf("a new form's approval left forecast %s", s)
 	}
 }

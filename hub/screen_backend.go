@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/screen"
+	"github.com/crewlet/hub/hub/toolpin"
+	"github.com/crewlet/hub/servers"
 )
 
 // screenBackend is what the screen (Settings › MCP Tools) is given of the
@@ -89,6 +92,9 @@ func (b screenBackend) Tools() []screen.Tool {
 		seen[key] = true
 		t := screen.Tool{Name: e.Name, Source: string(e.Source), Description: e.Description,
 			Hints: e.Hints, Delivers: e.Delivers, Args: e.ArgCount(), PerSeat: perSeat}
+		if e.Quarantine != nil {
+			t.Held = e.Quarantine.State
+		}
 		// A builtin is served by one of the hub's first-party servers,
 		// which the screen folds the builtins by.
 		if m, ok := e.backend.(*mounted); ok && e.Source == SourceBuiltin {
@@ -96,7 +102,9 @@ func (b screenBackend) Tools() []screen.Tool {
 		}
 		out = append(out, t)
 	}
-	for _, e := range CompanyRegistry(b.f.company).Entries() {
+	// The whole catalogue, held tools with the rest, as GET /tools lists
+	// it: what a registry offers leaves them out.
+	for _, e := range b.f.company.Entries() {
 		add(e, false)
 	}
 	for _, c := range b.f.control.seatCatalogues() {
@@ -191,3 +199,41 @@ func (b screenBackend) starting(r serverRow) bool {
 }
 
 func (b screenBackend) Changes() (uint64, <-chan struct{}) { return b.f.changes.watch() }
+
+func (b screenBackend) HeldTools() []toolpin.Change { return b.f.control.toolChanges() }
+
+// DecideTools decides through decide_tool_change, called as the signed-in
+// person on the operator catalogue, so the screen's decision is refused,
+// recorded and attributed exactly as one made over /operator/act; the
+// form's key names the operation as an Idempotency-Key does there, so a
+// form sent twice is one decision.
+func (b screenBackend) DecideTools(ctx context.Context, p authority.Principal, d screen.ToolDecision) screen.DecideResult {
+	const tool = "decide_tool_change"
+	if err := checkKey(d.Key); err != nil {
+		return screen.DecideResult{Class: string(authority.Invalid), Error: "This form carries no key naming its decision; draw the page again and decide from it."}
+	}
+	args, err := json.Marshal(map[string]any{"server": d.Server, "decision": d.Verdict, "tools": d.Tools})
+	if err != nil {
+		return screen.DecideResult{Class: string(authority.InternalError), Error: authority.InternalErrorSentence}
+	}
+	caller := p.Caller()
+	caller.Operation = d.Key
+	res := b.f.router.decoded(ctx, tool, b.f.router.callForPerson(ctx, CompanyRegistry(b.f.company), caller, tool, args))
+	if res.IsError {
+		class, _ := servers.ClassOf(res)
+		return screen.DecideResult{Class: string(class), Error: textOf(res)}
+	}
+	var out struct {
+		Tools []struct{ Tool, Now string } `json:"tools"`
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		b.f.log.ErrorContext(ctx, "screen_decision_unreadable", "error", err.Error())
+		return screen.DecideResult{Class: string(authority.InternalError), Error: authority.InternalErrorSentence}
+	}
+	r := screen.DecideResult{}
+	for _, t := range out.Tools {
+		r.Tools = append(r.Tools, screen.DecidedTool{Tool: t.Tool, Now: t.Now})
+	}
+	return r
+}

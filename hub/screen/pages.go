@@ -17,11 +17,13 @@ type toolsPage struct {
 	// stream says at once when something changed since.
 	Version uint64
 	Form    addForm
+	// Held is how many third-party tools wait for a person's review.
+	Held int
 }
 
 func (s *Screen) toolsPage(v *viewer) toolsPage {
 	ver, _ := s.opts.Backend.Changes()
-	d := toolsPage{Admin: v.Admin, Version: ver, Form: newAddForm()}
+	d := toolsPage{Admin: v.Admin, Version: ver, Form: newAddForm(), Held: s.heldCount()}
 	// Server rows show each configured launch, so they are for
 	// administrators, as GET /mcp-servers is; others see the catalogue.
 	var rows []Server

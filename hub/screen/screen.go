@@ -36,6 +36,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/toolpin"
 )
 
 // Base is where the screen lives.
@@ -60,6 +61,12 @@ type Backend interface {
 	// then or until ctx ends: the form must never say "added" of a server
 	// the table above is about to show failing.
 	AddServer(ctx context.Context, entry config.MCPServer, write bool) AddResult
+	// HeldTools lists the third-party tools held until a person approves
+	// them, as list_tool_changes does.
+	HeldTools() []toolpin.Change
+	// DecideTools approves or rejects held tools as p, through
+	// decide_tool_change: refused, recorded and attributed as there.
+	DecideTools(ctx context.Context, p authority.Principal, d ToolDecision) DecideResult
 	// Changes is the number of changes so far and a channel closed at the
 	// next one.
 	Changes() (uint64, <-chan struct{})
@@ -123,6 +130,7 @@ func New(opts Options) *Screen {
 		"pairOf":     pairOf,
 		"pairsOf":    pairsOf,
 		"toolCount":  toolCount,
+		"visible":    visible,
 	}).ParseFS(templateFS, "templates/*.html"))
 	return s
 }
@@ -143,6 +151,8 @@ func (s *Screen) Register(mux *http.ServeMux, wrap func(http.Handler) http.Handl
 	h("GET "+Base, s.session(s.serveTools, false))
 	h("GET "+Base+"/servers/{name}", s.session(s.serveServer, true))
 	h("POST "+Base+"/servers", s.changing(s.session(s.serveAdd, true)))
+	h("GET "+Base+"/tool-changes", s.session(s.serveChanges, false))
+	h("POST "+Base+"/tool-changes", s.changing(s.session(s.serveDecide, true)))
 	h("GET "+Base+"/secret-names", s.session(s.serveSecretNames, true))
 	h("GET "+Base+"/events", s.session(s.serveEvents, false))
 	h("GET "+Base+"/sign-in", s.serveSignInPage)

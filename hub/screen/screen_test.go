@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers"
 	"go.uber.org/goleak"
 )
@@ -33,6 +35,17 @@ type fake struct {
 	checked int
 	ver     uint64
 	ch      chan struct{}
+	// held is what HeldTools lists; decided, every decision asked, and
+	// refuse, the refusal DecideTools answers when set.
+	held    []toolpin.Change
+	decided []decision
+	refuse  *DecideResult
+}
+
+// decision is one DecideTools call, with who asked it.
+type decision struct {
+	by authority.Principal
+	ToolDecision
 }
 
 func newFake() *fake {
@@ -74,6 +87,26 @@ func (f *fake) AddServer(_ context.Context, e config.MCPServer, write bool) AddR
 	f.added = append(f.added, e)
 	return AddResult{Status: 201, Server: &Server{Name: e.Name, Shared: true, State: "Running", Cells: []Cell{{Node: "this node", State: "Running", Tools: 2}}}}
 }
+func (f *fake) HeldTools() []toolpin.Change {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.held)
+}
+
+func (f *fake) DecideTools(_ context.Context, p authority.Principal, d ToolDecision) DecideResult {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.decided = append(f.decided, decision{p, d})
+	if f.refuse != nil {
+		return *f.refuse
+	}
+	var out DecideResult
+	for _, t := range d.Tools {
+		out.Tools = append(out.Tools, DecidedTool{Tool: t.Tool, Now: "offered"})
+	}
+	return out
+}
+
 func (f *fake) Changes() (uint64, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

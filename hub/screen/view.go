@@ -67,6 +67,9 @@ type Tool struct {
 	// (tracker, knowledge, ...): the screen folds the builtins by it.
 	// Empty for any other tool.
 	Server string
+	// Held is why a third-party tool is held until a person approves it
+	// (new, changed or rejected); empty for a tool offered.
+	Held string
 }
 
 // Note is a row's reason, with where it is and the state it explains.
