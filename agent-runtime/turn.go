@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -74,7 +75,9 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 		log.Info("turn_cut", "reason", "the seat was let go or the node is stopping; the turn runs again where the seat is held next")
 		return
 	}
-	end := endPayload{Key: rec.Key, Outcome: outcome, Delivered: outcome == Delivered, Reason: reason, Account: account,
+	// The reason quotes whatever failed, so it alone is clipped to what an
+	// entry of the log carries; the node's log below has it whole.
+	end := endPayload{Key: rec.Key, Outcome: outcome, Delivered: outcome == Delivered, Reason: state.ClipDiagnostic(reason), Account: account,
 		Rounds: t.rounds, Usage: t.usage, Tools: t.called}
 	// The turn is over: its end is recorded even if the seat is let go
 	// this instant, or the turn would run again for nothing.
@@ -87,7 +90,7 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 		for _, f := range r.opts.Feeds {
 			if f.Name == rec.Feed && f.Ended != nil {
 				ended := rec
-				ended.Outcome, ended.Reason = outcome, reason
+				ended.Outcome, ended.Reason = outcome, end.Reason
 				if err := f.Ended(wctx, ended); err != nil {
 					log.Warn("turn_end_not_noted", "feed", f.Name, "error", err.Error())
 				}

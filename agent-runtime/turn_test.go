@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/crewlet/hub/agent-runtime/modeltest"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/state"
 )
 
 func call(name string, args any) modeltest.Reply {
@@ -226,5 +229,31 @@ func TestWireNames(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "a_b,a_b_2,"+strings.Repeat("x", 64)+",ok-name" || byWire["a_b"].Name != "a.b" || byWire["a_b_2"].Name != "a_b" {
 		t.Fatalf("wire names %v", names)
+	}
+}
+
+// OUT-3: a turn's reason quotes whatever failed, and the log refuses an
+// entry past its message size (8 MiB), which would cost the turn its end
+// record. The end carries the reason's head, at most 64 KiB with the cut
+// said, and the feed is told the same clipped text for the item's
+// activity.
+func TestTurnEndClipsItsReason(t *testing.T) {
+	huge := "the company file's model entry is broken: " + strings.Repeat("detail ", (9<<20)/7)
+	var noted string
+	h := newHarness(t, modeltest.Steps(done), nil, func(o *Options) {
+		o.Seat = func(string) (SeatSpec, bool, error) { return SeatSpec{}, false, errors.New(huge) }
+		o.Feeds = []Feed{{Name: "test",
+			Read:  func(string, int) ([]servers.Wake, error) { return nil, nil },
+			Last:  func() (string, error) { return "", nil },
+			Ended: func(_ context.Context, rec TurnRecord) error { noted = rec.Reason; return nil }}}
+	})
+	rec := h.turn() // fails the test if the end was never recorded
+	if rec.Outcome != NotRun || len(rec.Reason) > state.DiagnosticBytes ||
+		!strings.HasPrefix(rec.Reason, "The seat's model could not be resolved: the company file's model entry is broken: detail") ||
+		!strings.Contains(rec.Reason, "more bytes of this error left out]") {
+		t.Fatalf("outcome %s, %d bytes of reason ending %q", rec.Outcome, len(rec.Reason), rec.Reason[max(0, len(rec.Reason)-80):])
+	}
+	if noted != rec.Reason {
+		t.Fatalf("the feed was told %d bytes, the record holds %d", len(noted), len(rec.Reason))
 	}
 }

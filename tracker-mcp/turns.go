@@ -55,7 +55,7 @@ func NoteTurnEnded(ctx context.Context, n *state.Node, caller authority.Caller, 
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(turnEndedPayload{Key: key, Turn: caller.TurnKey, Outcome: outcome, Reason: reason})
+	body, err := json.Marshal(turnEndedPayload{Key: key, Turn: caller.TurnKey, Outcome: outcome, Reason: state.ClipDiagnostic(reason)})
 	if err != nil {
 		return err
 	}
