@@ -41,6 +41,14 @@ func TestConfigImportSealsLiteralSecrets(t *testing.T) {
 	if !strings.Contains(errOut, "sealed LINEAR_HEADER_AUTHORIZATION") {
 		t.Fatalf("stderr: %s", errOut)
 	}
+	// Issue 28: imported servers are pinned unless the person vouches
+	// for them with --trust.
+	if !strings.Contains(out, "trust: pinned") || !strings.Contains(errOut, "--trust") {
+		t.Fatalf("an import without --trust: stdout:\n%s\nstderr:\n%s", out, errOut)
+	}
+	if trusted, _ := run("config", "import", cfg, "--trust", "--data-dir", data); !strings.Contains(trusted, "trust: auto") || strings.Contains(trusted, "pinned") {
+		t.Fatalf("an import with --trust:\n%s", trusted)
+	}
 	if list, _ := run("secrets", "list", "--data-dir", data); !strings.Contains(list, "LINEAR_HEADER_AUTHORIZATION") {
 		t.Fatalf("secrets list: %s", list)
 	}

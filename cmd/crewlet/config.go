@@ -40,10 +40,11 @@ func configDefaultCommand() *cli.Command {
 }
 
 // configImportCommand is `crewlet config import FILE [--store-secrets]
-// [--data-dir DIR]`.
+// [--trust] [--data-dir DIR]`.
 func configImportCommand() *cli.Command {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	store := fs.Bool("store-secrets", false, "seal the literal credentials found into the secret store (else they are only named)")
+	trust := fs.Bool("trust", false, "mark the servers trust: auto, their tools offered as they list them (else trust: pinned: held until a person approves each)")
 	dataDir := fs.String("data-dir", serve.DefaultDataDir, "the hub's data `DIR`, whose secret store takes them")
 	return &cli.Command{
 		Name:    "import",
@@ -51,7 +52,7 @@ func configImportCommand() *cli.Command {
 		Flags:   fs,
 		Summary: "Print the MCP servers of a Claude Desktop, Cursor or VS Code config as an mcp_servers block.",
 		Run: func(args []string) error {
-			if code := serve.Import(os.Stdout, os.Stderr, args[0], *store, *dataDir); code != 0 {
+			if code := serve.Import(os.Stdout, os.Stderr, args[0], *store, *trust, *dataDir); code != 0 {
 				return cli.Exit(code)
 			}
 			return nil

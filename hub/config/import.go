@@ -107,7 +107,10 @@ func ImportClientConfig(data []byte) (Imported, error) {
 			out.Notes = append(out.Notes, fmt.Sprintf("%s was disabled in the client and is left out.", name))
 			continue
 		}
-		s := MCPServer{Name: name, Command: cs.Command, Args: cs.Args, URL: cs.URL}
+		// An imported server's tools were never reviewed here: they are
+		// held until a person approves them (issue 28), unless the
+		// person importing says they trust them (Imported.Trusted).
+		s := MCPServer{Name: name, Command: cs.Command, Args: cs.Args, URL: cs.URL, Trust: TrustPinned}
 		switch strings.ToLower(cs.Type) {
 		case "", "stdio", "local":
 		case "http", "streamable-http", "streamablehttp":
@@ -289,12 +292,22 @@ func (im Imported) YAML() ([]byte, error) {
 		URL       string            `yaml:"url,omitempty"`
 		Env       map[string]string `yaml:"env,omitempty"`
 		Headers   map[string]string `yaml:"headers,omitempty"`
+		Trust     string            `yaml:"trust,omitempty"`
 	}
 	doc := struct {
 		MCPServers []entry `yaml:"mcp_servers"`
 	}{}
 	for _, s := range im.Servers {
-		doc.MCPServers = append(doc.MCPServers, entry{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args, URL: s.URL, Env: s.Env, Headers: s.Headers})
+		doc.MCPServers = append(doc.MCPServers, entry{Name: s.Name, Transport: s.Transport, Command: s.Command, Args: s.Args, URL: s.URL, Env: s.Env, Headers: s.Headers, Trust: s.Trust})
 	}
 	return yaml.Marshal(doc)
+}
+
+// Trusted marks every imported server trust: auto, for the person who
+// says the servers are their own: their tools are offered as they list
+// them, with no approval.
+func (im *Imported) Trusted() {
+	for i := range im.Servers {
+		im.Servers[i].Trust = TrustAuto
+	}
 }

@@ -84,9 +84,30 @@ func TestImportClientConfigs(t *testing.T) {
 					t.Errorf("no note says %q: %v", want, im.Notes)
 				}
 			}
-			// What it prints is a company file the hub accepts as it is.
-			if _, err := Parse(append([]byte("units: [{id: core, name: Core, roles: [{name: Ada, handle: ada, kind: human, admin: true}]}]\n"), y...)); err != nil {
+			// What it prints is a company file the hub accepts as it is,
+			// every server pinned (issue 28): its tools were never
+			// reviewed here. Trusted, every one is auto instead.
+			const units = "units: [{id: core, name: Core, roles: [{name: Ada, handle: ada, kind: human, admin: true}]}]\n"
+			c, err := Parse(append([]byte(units), y...))
+			if err != nil {
 				t.Fatalf("the imported YAML is refused: %v\n%s", err, y)
+			}
+			for _, s := range c.MCPServers {
+				if s.Trust != TrustPinned {
+					t.Errorf("imported %s has trust %q, want pinned", s.Name, s.Trust)
+				}
+			}
+			im.Trusted()
+			if y, err = im.YAML(); err != nil {
+				t.Fatal(err)
+			}
+			if c, err = Parse(append([]byte(units), y...)); err != nil {
+				t.Fatalf("the trusted YAML is refused: %v\n%s", err, y)
+			}
+			for _, s := range c.MCPServers {
+				if s.Trust != TrustAuto {
+					t.Errorf("trusted %s has trust %q, want auto", s.Name, s.Trust)
+				}
 			}
 		})
 	}

@@ -16,8 +16,10 @@ import (
 // mcp_servers block on stdout. Literal credentials are never printed: each
 // stands as a ${NAME} reference, and with store (the person's consent) its
 // value is sealed into the secret store under dataDir; without it, stderr
-// says which names to store. It returns the exit code.
-func Import(stdout, stderr io.Writer, path string, store bool, dataDir string) int {
+// says which names to store. The servers are printed trust: pinned, their
+// tools held until a person approves them, unless trust says the person
+// vouches for them (trust: auto). It returns the exit code.
+func Import(stdout, stderr io.Writer, path string, store, trust bool, dataDir string) int {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -27,6 +29,11 @@ func Import(stdout, stderr io.Writer, path string, store bool, dataDir string) i
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", path, err)
 		return 1
+	}
+	if trust {
+		im.Trusted()
+	} else if len(im.Servers) > 0 {
+		fmt.Fprintln(stderr, "note: the servers are trust: pinned, so each of their tools is held until an administrator approves it (Settings › MCP Tools › Tool changes, or decide_tool_change); rerun with --trust to offer them as they list themselves")
 	}
 	y, err := im.YAML()
 	if err != nil {
