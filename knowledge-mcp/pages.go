@@ -279,7 +279,8 @@ func applySave(a *applier) (any, error) {
 // ---- the trash ----
 
 // trashPayload puts a page in the trash or takes it out. No seat tool
-// writes it: the trash is a person's, on the operator surface (OPS-3);
+// writes it: the trash is a person's, from the dashboard (Store.Trash) and
+// on the operator surface (restore_from_trash, OPS-3);
 // the projector is here because the rules of the knowledge base depend on
 // what is in the trash (a trashed page is no parent and takes no edit).
 type trashPayload struct {

@@ -71,7 +71,7 @@ func (s *srv) getPage(_ context.Context, c authority.Caller, in getIn) (getOut, 
 			return err
 		}
 		if p.Trashed {
-			return authority.Refuse(authority.NotFound, "Page %s is in the trash; nothing of it is served until somebody restores it.", p.ID)
+			return inTrash(p)
 		}
 		e := envelope()
 		v := pageView{ID: p.ID, Container: p.Container, Title: e.Fence(p.Title, p.WrittenBy), Status: p.Status, Folder: p.Body == "",

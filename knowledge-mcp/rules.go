@@ -134,9 +134,23 @@ func checkVersion(p *page, version int) error {
 // checkOpen refuses a change to a page in the trash.
 func checkOpen(p *page) error {
 	if p.Trashed {
-		return authority.Refuse(authority.Invalid, "%s is in the trash; it takes no edits until it is restored.", p.ID)
+		return inTrash(p)
 	}
 	return nil
+}
+
+// inTrash is what a read or a write of a page in the trash is told: that
+// it is there, and who may take it out, since nothing of it is served or
+// changed until a person does (ART-4, as an artifact in the trash is
+// refused). Forbidden, not not_found: the page exists, and the remedy is
+// to ask somebody.
+func inTrash(p *page) *authority.Refusal {
+	by := "whoever put it there"
+	if h, ok := trashedRow(p); ok {
+		by = "@" + h.By + ", who put it there"
+	}
+	return authority.Refuse(authority.Forbidden, "%s is in the trash: nothing of it is read or written until a person restores it with restore_from_trash — the lead of %s, an administrator, or %s.", p.ID, p.Container, by).
+		WithData("trashed", true)
 }
 
 // pageText is how many bytes of people's writing a page holds.

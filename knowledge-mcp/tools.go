@@ -29,7 +29,7 @@ func Tools(d Deps) []servers.Tool {
 
 		// A person's, on the operator surface only (OPS-3).
 		servers.Typed("list_trash",
-			"List the pages in the trash, optionally of one container: each one's id, container, title, and who put it there and when. A page in the trash is listed nowhere else, found by no search and takes no edit.",
+			"List the pages in your trash, those you may take out (of a space you lead, put there by you, or any as an administrator), optionally of one container: each one's id, container, title, and who put it there and when. A page in the trash is listed nowhere else, found by no search, read by nobody and takes no edit.",
 			readHints, "", s.listTrash).ForOperators(),
 		servers.Typed("restore_from_trash",
 			"Take a page out of the trash, back where it was. For the lead of the page's space, an administrator, or whoever put it in the trash.",

@@ -11,11 +11,14 @@ import (
 	"github.com/crewlet/hub/servers/state"
 )
 
-// The trash, on the operator surface only (OPS-3): what is in it, and
-// taking a page out. A page in the trash is listed by no container, found
-// by no search, and takes no edit until it is restored. Restoring is a
-// person's decision about a space: its unit's lead's, an administrator's,
-// or whoever put the page there.
+// The trash (ART-4). What is in it, and taking a page out, are tools on
+// the operator surface only (OPS-3); putting a page in is the dashboard's
+// (Store.Trash), as the seat tools and the operator catalogue's count
+// leave no tool for it. A page in the trash is listed by no container,
+// found by no search, read by nobody and takes no edit until it is
+// restored. Both are a person's decisions about a space: its unit's
+// lead's, an administrator's, and the page's maker's to put in, or
+// whoever put it there's to take out.
 
 // maxTrashListed bounds one answer of list_trash; more says how many it
 // left out.
@@ -29,7 +32,8 @@ type listTrashIn struct {
 	Container string `json:"container,omitempty" jsonschema:"only this container's pages (a unit's space)"`
 }
 
-type trashRow struct {
+// TrashRow is one page in a person's trash.
+type TrashRow struct {
 	ID        string `json:"id"`
 	Container string `json:"container"`
 	Title     string `json:"title"`
@@ -39,7 +43,7 @@ type trashRow struct {
 }
 
 type listTrashOut struct {
-	Pages []trashRow `json:"pages"`
+	Pages []TrashRow `json:"pages"`
 	More  int        `json:"more,omitempty"`
 }
 
@@ -54,7 +58,7 @@ func (s *srv) listTrash(_ context.Context, c authority.Caller, in listTrashIn) (
 			return listTrashOut{}, err
 		}
 	}
-	out := listTrashOut{Pages: []trashRow{}}
+	out := listTrashOut{Pages: []TrashRow{}}
 	err := s.w.View(func(r pebble.Reader) error {
 		it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(kPage), UpperBound: state.Upper(kPage)})
 		if err != nil {
@@ -69,11 +73,15 @@ func (s *srv) listTrash(_ context.Context, c authority.Caller, in listTrashIn) (
 			if !p.Trashed || (container != "" && p.Container != container) || isReserved(p.Container) {
 				continue
 			}
+			// A person's trash: what they may take out.
+			if s.mayRestore(c, &p) != nil {
+				continue
+			}
 			if len(out.Pages) == maxTrashListed {
 				out.More++
 				continue
 			}
-			row := trashRow{ID: p.ID, Container: p.Container, Title: p.Title, Version: p.Version}
+			row := TrashRow{ID: p.ID, Container: p.Container, Title: p.Title, Version: p.Version}
 			if h, ok := trashedRow(&p); ok {
 				row.TrashedBy, row.TrashedAt = h.By, h.At.Format("2006-01-02T15:04:05.000Z07:00")
 			}
@@ -147,23 +155,48 @@ func (s *srv) restoreFromTrash(ctx context.Context, c authority.Caller, in resto
 // mayRestore refuses a restore by anybody but the lead of the page's
 // space, an administrator, or whoever put the page in the trash.
 func (s *srv) mayRestore(c authority.Caller, p *page) error {
-	if authority.IsAdmin(c, s.dir()) {
+	if s.leadsOrAdmin(c, p) {
 		return nil
 	}
+	if h, ok := trashedRow(p); ok && strings.EqualFold(h.By, c.Seat) {
+		return nil
+	}
+	lead := s.leadOf(p)
+	return authority.Refuse(authority.Forbidden, "Restoring %s is for the lead of %s (%s), an administrator, or whoever put it in the trash; ask one of them.", p.ID, p.Container, orNobody(lead)).
+		WithData("lead", lead)
+}
+
+// mayTrash refuses putting a page in the trash by anybody but the lead of
+// its space, an administrator, or the person who made it: the trash hides
+// a page from everybody who relies on it, which is not a colleague's call.
+func (s *srv) mayTrash(c authority.Caller, p *page) error {
+	if s.leadsOrAdmin(c, p) || (c.Kind == authority.KindHuman && strings.EqualFold(p.CreatedBy.Seat, c.Seat)) {
+		return nil
+	}
+	lead := s.leadOf(p)
+	return authority.Refuse(authority.Forbidden, "Putting %s in the trash is for the lead of %s (%s), an administrator, or @%s, who made it; ask one of them.", p.ID, p.Container, orNobody(lead), p.CreatedBy.Seat).
+		WithData("lead", lead)
+}
+
+// leadsOrAdmin reports whether c is an administrator or, a person, leads
+// the unit whose space p is in.
+func (s *srv) leadsOrAdmin(c authority.Caller, p *page) bool {
+	if authority.IsAdmin(c, s.dir()) {
+		return true
+	}
+	lead := s.leadOf(p)
+	return c.Kind == authority.KindHuman && lead != "" && strings.EqualFold(lead, c.Seat)
+}
+
+// leadOf is the lead of the unit whose space p is in; "" when none is.
+func (s *srv) leadOf(p *page) string {
 	lead := ""
 	for _, u := range s.dir().Units() {
 		if strings.EqualFold(u.Space, p.Container) {
 			lead = u.Lead
 		}
 	}
-	if c.Kind == authority.KindHuman && lead != "" && strings.EqualFold(lead, c.Seat) {
-		return nil
-	}
-	if h, ok := trashedRow(p); ok && strings.EqualFold(h.By, c.Seat) {
-		return nil
-	}
-	return authority.Refuse(authority.Forbidden, "Restoring %s is for the lead of %s (%s), an administrator, or whoever put it in the trash; ask one of them.", p.ID, p.Container, orNobody(lead)).
-		WithData("lead", lead)
+	return lead
 }
 
 func orNobody(s string) string {
@@ -171,4 +204,74 @@ func orNobody(s string) string {
 		return "nobody"
 	}
 	return s
+}
+
+// ---- a person putting a page in the trash, from the dashboard ----
+
+// Store is the knowledge base's entry beside its tools: the dashboard's
+// trash of pages (ART-4).
+type Store struct{ s *srv }
+
+// NewStore is the store over the same node and directory the tools use.
+func NewStore(d Deps) *Store { return &Store{s: newSrv(d)} }
+
+type trashIn struct {
+	ID string `json:"id"`
+	servers.OpIDArg
+}
+
+// Trashed is the answer to putting a page in the trash: the write's
+// outcome and the page as it now is.
+type Trashed struct {
+	servers.WriteOut
+	ID        string `json:"id"`
+	Container string `json:"container,omitempty"`
+	Title     string `json:"title,omitempty"`
+	Version   int    `json:"version,omitempty"`
+}
+
+// Trash puts a page in the trash for a person: the lead of its space, an
+// administrator, or whoever made it. A page already there is answered
+// unchanged; restore_from_trash takes it out.
+func (st *Store) Trash(ctx context.Context, c authority.Caller, id string) (Trashed, error) {
+	s := st.s
+	if c.Kind == authority.KindAgent {
+		return Trashed{}, authority.Refuse(authority.Forbidden, "The trash is for people, in the dashboard, not seats.")
+	}
+	if s.w.Node() == nil {
+		return Trashed{}, authority.Refuse(authority.Unavailable, "The knowledge base has no state node here.")
+	}
+	in := trashIn{ID: strings.TrimSpace(id)}
+	call, err := s.w.Begin(c, "trash_page", &in, false)
+	if err != nil {
+		return Trashed{}, err
+	}
+	wo, res, err := servers.Write[pageResult](ctx, s.w, call, func(r pebble.Reader) (servers.Intent, error) {
+		p, err := s.pageFor(r, c, in.ID)
+		if err != nil {
+			return servers.Intent{}, err
+		}
+		if err := s.mayTrash(c, p); err != nil {
+			return servers.Intent{}, err
+		}
+		if p.Trashed {
+			return servers.Intent{}, nil // nothing to change
+		}
+		return servers.Intent{Kind: kindTrash, Payload: trashPayload{ID: p.ID}, What: "putting " + p.ID + " in the trash"}, nil
+	})
+	if err != nil {
+		return Trashed{}, err
+	}
+	out := Trashed{WriteOut: wo, ID: in.ID}
+	if res != nil {
+		out.ID, out.Container, out.Title, out.Version = res.ID, res.Container, res.Title, res.Version
+	}
+	return out, nil
+}
+
+// TrashOf is c's trash of pages: those c may take out, as list_trash
+// answers it.
+func (st *Store) TrashOf(ctx context.Context, c authority.Caller) ([]TrashRow, int, error) {
+	out, err := st.s.listTrash(ctx, c, listTrashIn{})
+	return out.Pages, out.More, err
 }

@@ -2,6 +2,9 @@ package knowledge
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/crewlet/hub/authority"
@@ -67,4 +70,95 @@ func TestTrashAuthority(t *testing.T) {
 	// A restored page takes edits again.
 	page := h.page(id)
 	h.OK(ada, "save_page", map[string]any{"id": id, "version": page["version"], "body": "Step two."})
+}
+
+// ART-4: a page goes in the trash from the dashboard (Store.Trash) — the
+// lead of its space's, an administrator's or its maker's decision, never
+// a colleague's or a seat's. There it is read by nobody and takes no
+// write, each refused forbidden naming the trash and who may take it
+// out; a person's trash lists what they may restore, and restored, the
+// page reads and takes edits again.
+func TestTrashFromTheDashboard(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	st := NewStore(Deps{Node: h.node, Directory: testDirectory})
+	runbook := h.write(alan, map[string]any{"title": "Runbook", "body": "Step one."})
+	notes := h.write(grace, map[string]any{"title": "Grace's notes", "body": "Mine.", "container": "CORE"})
+
+	for _, c := range []struct {
+		who  authority.Caller
+		says string
+	}{
+		{grace, "for the lead of CORE (ada), an administrator, or @alan, who made it"},
+		{alan, "not seats"},
+	} {
+		_, err := st.Trash(ctx, c.who, runbook)
+		if r := authority.AsRefusal(err); err == nil || r.Class != authority.Forbidden || !strings.Contains(r.Sentence, c.says) {
+			t.Fatalf("@%s put the runbook in the trash: %v", c.who.Seat, err)
+		}
+	}
+	if _, err := st.Trash(ctx, ada, "pg_nope"); !errors.Is(err, authority.ErrNotFound) {
+		t.Fatalf("trashing a page nobody has: %v", err)
+	}
+	if out, err := st.Trash(ctx, ada, runbook); err != nil || out.Outcome != "applied" || out.Title != "Runbook" {
+		t.Fatalf("the lead trashed the runbook: %+v %v", out, err)
+	}
+	if out, err := st.Trash(ctx, grace, notes); err != nil || out.Outcome != "applied" {
+		t.Fatalf("grace trashed the page she made: %+v %v", out, err)
+	}
+	if out, err := st.Trash(ctx, ada, runbook); err != nil || out.Outcome == "applied" {
+		t.Fatalf("trashing it again: %+v %v", out, err)
+	}
+
+	// Nothing of it is read or written.
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"get_page", map[string]any{"id": runbook}},
+		{"save_page", map[string]any{"id": runbook, "version": 2, "body": "Step two."}},
+		{"comment_on_page", map[string]any{"id": runbook, "body": "Still current?"}},
+	} {
+		r := h.Refused(ada, call.tool, call.args, authority.Forbidden)
+		mustContain(t, r.Sentence, runbook+" is in the trash", "until a person restores it", "restore_from_trash", "the lead of CORE", "@ada, who put it there")
+	}
+
+	// A person's trash is what they may take out: ada leads CORE, grace
+	// put only her notes there.
+	trashOf := func(c authority.Caller) []string {
+		t.Helper()
+		rows, more, err := st.TrashOf(ctx, c)
+		if err != nil || more != 0 {
+			t.Fatalf("the trash of @%s: %v", c.Seat, err)
+		}
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
+		tool := refIDs(h.OK(c, "list_trash", nil)["pages"])
+		if !slices.Equal(ids, tool) {
+			t.Fatalf("the store lists %v, list_trash %v", ids, tool)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	want := []string{runbook, notes}
+	slices.Sort(want)
+	if got := trashOf(ada); !slices.Equal(got, want) {
+		t.Fatalf("ada's trash: %v, want %v", got, want)
+	}
+	if got := trashOf(grace); !slices.Equal(got, []string{notes}) {
+		t.Fatalf("grace's trash: %v", got)
+	}
+	h.Refused(grace, "restore_from_trash", map[string]any{"id": runbook}, authority.Forbidden)
+
+	if out := h.OK(ada, "restore_from_trash", map[string]any{"id": runbook}); out["outcome"] != "applied" {
+		t.Fatalf("the restore: %v", out)
+	}
+	page := h.page(runbook)
+	if page["body"] == nil || !strings.Contains(page["body"].(string), "Step one.") {
+		t.Fatalf("the restored page reads %v", page["body"])
+	}
+	h.OK(ada, "save_page", map[string]any{"id": runbook, "version": page["version"], "body": "Step two."})
+	h.OK(grace, "comment_on_page", map[string]any{"id": runbook, "body": "Still current?"})
 }
