@@ -94,6 +94,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		// surface (issue 28); with no log there is nothing to approve on.
 		h.opts.FirstParty = append(slices.Clone(h.opts.FirstParty), h.toolChangesServer())
 	}
+	h.opts.FirstParty = append(slices.Clone(h.opts.FirstParty), h.catalogueServer())
 	if opts.Artifacts != nil {
 		h.opts.artifactFiles = opts.Artifacts(h.deps("artifacts"))
 	}
