@@ -7,10 +7,11 @@ import (
 )
 
 // The engine's dashboard sources are datasets a dashboard's engine reads
-// (run as each board's viewer), not rows the store keeps. This node has
-// none yet: list_dashboard_sources is registered only where Deps.Sources
-// gives it something to list (CAT-3), rather than always answering an
-// empty list that would look like a company with no data.
+// (run as each board's viewer), not rows the store keeps. The node that
+// mounts the store says which it has (Deps.Sources, ART-1);
+// list_dashboard_sources is registered only where it is given some
+// (CAT-3), rather than always answering an empty list that would look
+// like a company with no data.
 
 // Sources is the engine's catalogue of dashboard sources.
 type Sources interface {

@@ -68,10 +68,12 @@ func takesUploads(ctx context.Context, node *state.Node) bool {
 }
 
 // artifactDeps is what the artifact store is given on this node: the
-// company's policy read per call, and the hub's address once it listens.
+// company's policy read per call, the hub's address once it listens, and
+// the engine's dashboard sources (ART-1).
 func artifactDeps(node *state.Node, d hub.Deps, baseURL func() string) artifacts.Deps {
 	return artifacts.Deps{Node: node, Directory: d.Directory, Logger: d.Logger, BaseURL: baseURL,
-		ManageOthers: func() bool { c := d.Company(); return c != nil && c.Artifacts.AgentsManageOthers }}
+		ManageOthers: func() bool { c := d.Company(); return c != nil && c.Artifacts.AgentsManageOthers },
+		Sources:      engineSources{company: d.Company, directory: d.Directory}}
 }
 
 // firstParty lists the servers the hub mounts in-process: the engine's
