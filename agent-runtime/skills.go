@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"regexp"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
+	"github.com/crewlet/hub/skills"
 )
 
 // Skills come in two kinds. A tool skill ships with the engine and
@@ -32,16 +32,15 @@ type ToolSkill struct {
 	Body   string
 }
 
-//go:embed skills/artifacts.md
-var artifactsSkill string
-
-// bundledToolSkills are every tool skill the engine ships.
+// bundledToolSkills are every tool skill the engine ships. A body is the
+// skill file a person's own assistant installs (package skills), so a
+// seat and an assistant read one text (ART-9).
 var bundledToolSkills = []ToolSkill{{
 	Key:   "skill:artifacts",
 	Title: "Making and filling artifacts",
 	// The tools that write bytes, a schema or rows (ART-9).
 	Guards: []string{"create_artifact", "publish_artifact", "upload_artifact_asset", "write_artifact_data", "set_artifact_schema"},
-	Body:   artifactsSkill,
+	Body:   skills.Artifacts(),
 }}
 
 // BundledToolSkills lists the tool skills whose tools this node
@@ -118,11 +117,11 @@ type loadToolSkillOut struct {
 	Body   string   `json:"body"`
 }
 
-func loadToolSkill(skills []ToolSkill) func(context.Context, authority.Caller, loadToolSkillIn) (loadToolSkillOut, error) {
+func loadToolSkill(offered []ToolSkill) func(context.Context, authority.Caller, loadToolSkillIn) (loadToolSkillOut, error) {
 	return func(_ context.Context, _ authority.Caller, in loadToolSkillIn) (loadToolSkillOut, error) {
 		key := strings.ToLower(strings.TrimSpace(in.Key))
 		var keys []string
-		for _, s := range skills {
+		for _, s := range offered {
 			if s.Key == key {
 				return loadToolSkillOut(s), nil
 			}
