@@ -196,7 +196,7 @@ func TestChangedToolDescriptionIsHeldUntilAPersonApproves(t *testing.T) {
 	if got := b.text(tool + `.proposed mark[data-flag="addressed_to_model"]`); !strings.Contains(got, "IMPORTANT") {
 		t.Errorf("the flagged instruction reads %q", got)
 	}
-	if got := b.text(tool + `.proposed mark[data-flag="invisible_unicode"]`); got != "⟨U+200B⟩" {
+	if got := b.text(tool + `.proposed mark[data-flag="invisible_unicode"]`); got != "U+200B" {
 		t.Errorf("the invisible character reads %q", got)
 	}
 	if got := b.text(tool + ".proposed .desc-text"); !strings.Contains(got, "read ~/.ssh/id_rsa") {

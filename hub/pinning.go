@@ -173,7 +173,7 @@ func (p *pinning) file(key string, decl config.MCPServer, seat string, raw []ups
 				others = append(others, o.Description)
 			}
 		}
-		pt.flags = toolscan.Scan(toolscan.Tool{Name: t.Def.Name, Description: entries[i].Description}, others)
+		pt.flags = toolscan.Scan(toolscan.Tool{Name: t.Def.Name, Description: entries[i].Description, Params: toolscan.Params(entries[i].InputSchema)}, others)
 		now.tools = append(now.tools, pt)
 	}
 
@@ -285,11 +285,16 @@ func (p *pinning) report(server, seat string, before, now *pinListing) {
 		"changed", changed, "held", held, "flags", flags)
 }
 
-// flagWords writes flags for a log line: kind@start-end.
+// flagWords writes flags for a log line: kind@start-end, and the
+// parameter's field after the span for a flag in one
+// (kind@start-end@/properties/city/description).
 func flagWords(fs []toolscan.Flag) []string {
 	out := make([]string, len(fs))
 	for i, f := range fs {
 		out[i] = fmt.Sprintf("%s@%d-%d", f.Kind, f.Start, f.End)
+		if f.Field != "" {
+			out[i] += "@" + f.Field
+		}
 	}
 	return out
 }

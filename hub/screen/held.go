@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/toolpin"
@@ -178,7 +176,9 @@ func newKey() string {
 func splitAtFlags(desc string, flags []toolscan.Flag) []descPart {
 	fs := make([]toolscan.Flag, 0, len(flags))
 	for _, f := range flags {
-		if f.Start >= 0 && f.Start < f.End && f.End <= len(desc) {
+		// A flag in a parameter's description is listed with its field,
+		// not marked in the tool's.
+		if f.Field == "" && f.Start >= 0 && f.Start < f.End && f.End <= len(desc) {
 			fs = append(fs, f)
 		}
 	}
@@ -200,21 +200,4 @@ func splitAtFlags(desc string, flags []toolscan.Flag) []descPart {
 		out = append(out, descPart{Text: desc[at:]})
 	}
 	return out
-}
-
-// visible writes the characters a browser would not show (zero-width,
-// bidirectional controls, tags) as their code points, so a person sees
-// what a model would read.
-func visible(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		i += n
-		if r != '\n' && r != '\t' && (unicode.Is(unicode.Cf, r) || unicode.IsControl(r) || (r >= 0xE0000 && r <= 0xE007F)) {
-			fmt.Fprintf(&b, "⟨U+%04X⟩", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

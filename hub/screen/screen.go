@@ -37,6 +37,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/toolpin"
+	"github.com/crewlet/hub/hub/toolscan"
 )
 
 // Base is where the screen lives.
@@ -130,7 +131,10 @@ func New(opts Options) *Screen {
 		"pairOf":     pairOf,
 		"pairsOf":    pairsOf,
 		"toolCount":  toolCount,
-		"visible":    visible,
+		// A character a browser would not show is written as its code
+		// point, as the scanner defines them, so a person sees what a
+		// model would read.
+		"visible": toolscan.Show,
 	}).ParseFS(templateFS, "templates/*.html"))
 	return s
 }

@@ -14,8 +14,10 @@
 package toolscan
 
 import (
+	"encoding/json"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -50,7 +52,12 @@ const (
 // Flag is one finding: Text[Start:End] of the scanned text is what it is
 // about.
 type Flag struct {
-	Kind  Kind   `json:"kind"`
+	Kind Kind `json:"kind"`
+	// Field is where the scanned text is: empty for the tool's
+	// description, else the JSON pointer of a description in its input
+	// schema ("/properties/city/description"), which a model reads as
+	// much as the tool's own.
+	Field string `json:"field,omitempty"`
 	Start int    `json:"start"`
 	End   int    `json:"end"`
 	Text  string `json:"text"`
@@ -58,10 +65,16 @@ type Flag struct {
 }
 
 // Tool is what Scan reads of a tool: its name (what its purpose is read
-// from) and its description.
+// from), its description, and the descriptions in its input schema.
 type Tool struct {
 	Name        string
 	Description string
+	Params      []Param
+}
+
+// Param is one description in a tool's input schema, by its JSON pointer.
+type Param struct {
+	Field, Text string
 }
 
 // rule is one row of the table: a kind, why it matters, and where it
@@ -163,32 +176,81 @@ const (
 	longPeers  = 2
 )
 
-// Scan flags t's description. others are the descriptions of the server's
-// other tools, for the length rule. Flags come in order of their start,
-// then kind.
+// Scan flags t's description, then each of its parameters' descriptions
+// by the same rules (the length rule reads the description alone). others
+// are the descriptions of the server's other tools, for the length rule.
+// Flags come by field (the description first), then in order of their
+// start, then kind.
 func Scan(t Tool, others []string) []Flag {
-	s := t.Description
 	name := strings.ToLower(t.Name)
+	out := scanText(name, "", t.Description)
+	if f, ok := long(t.Description, others); ok {
+		out = append(out, f)
+	}
+	for _, p := range t.Params {
+		out = append(out, scanText(name, p.Field, p.Text)...)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Field != b.Field {
+			return a.Field < b.Field
+		}
+		if a.Start != b.Start {
+			return a.Start < b.Start
+		}
+		return a.Kind < b.Kind
+	})
+	return out
+}
+
+// scanText applies every rule the tool's name does not exempt to one text.
+func scanText(name, field, s string) []Flag {
 	var out []Flag
 	for _, r := range rules {
 		if exempt(name, r.purpose) {
 			continue
 		}
 		for _, m := range r.match(s) {
-			out = append(out, Flag{Kind: r.kind, Start: m[0], End: m[1], Text: Show(s[m[0]:m[1]]), Why: r.why})
+			out = append(out, Flag{Kind: r.kind, Field: field, Start: m[0], End: m[1], Text: Show(s[m[0]:m[1]]), Why: r.why})
 		}
 	}
-	if f, ok := long(s, others); ok {
-		out = append(out, f)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Start != out[j].Start {
-			return out[i].Start < out[j].Start
-		}
-		return out[i].Kind < out[j].Kind
-	})
 	return out
 }
+
+// Params lists every description in an input schema, at any depth
+// (properties, items, definitions), by JSON pointer, in pointer order. A
+// schema that is not JSON has none: the hub decoded it once already.
+func Params(schema []byte) []Param {
+	var v any
+	if len(schema) == 0 || json.Unmarshal(schema, &v) != nil {
+		return nil
+	}
+	var out []Param
+	var walk func(ptr string, v any)
+	walk = func(ptr string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, c := range v {
+				at := ptr + "/" + pointerEscaper.Replace(k)
+				if s, ok := c.(string); ok && k == "description" {
+					out = append(out, Param{Field: at, Text: s})
+					continue
+				}
+				walk(at, c)
+			}
+		case []any:
+			for i, c := range v {
+				walk(ptr+"/"+strconv.Itoa(i), c)
+			}
+		}
+	}
+	walk("", v)
+	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
+	return out
+}
+
+// pointerEscaper writes a key as a JSON pointer token (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 func exempt(name string, purpose []string) bool {
 	for _, w := range purpose {

@@ -14,7 +14,8 @@ type row struct {
 	tool   string
 	others []string
 	text   string
-	flags  []string // "kind start end"
+	params []Param
+	flags  []string // "kind start end" or, in a parameter, "kind start end field"
 	near   []Kind
 }
 
@@ -64,6 +65,13 @@ func readRows(t *testing.T, path string) []row {
 				s = strings.Repeat(s, n)
 			}
 			cur.text = s
+		case "param":
+			field, q, _ := strings.Cut(rest, " ")
+			text, err := strconv.Unquote(q)
+			if err != nil {
+				t.Fatalf("line %d: %v", i+1, err)
+			}
+			cur.params = append(cur.params, Param{Field: field, Text: text})
 		case "flag":
 			cur.flags = append(cur.flags, rest)
 		case "near":
@@ -84,12 +92,23 @@ func readRows(t *testing.T, path string) []row {
 func TestScanTable(t *testing.T) {
 	for _, r := range readRows(t, "testdata/scan.txt") {
 		t.Run(fmt.Sprintf("line%d", r.line), func(t *testing.T) {
-			flags := Scan(Tool{Name: r.tool, Description: r.text}, r.others)
+			flags := Scan(Tool{Name: r.tool, Description: r.text, Params: r.params}, r.others)
 			var got []string
 			for _, f := range flags {
-				got = append(got, fmt.Sprintf("%s %d %d", f.Kind, f.Start, f.End))
-				if f.Start < 0 || f.End > len(r.text) || f.Start >= f.End {
-					t.Errorf("flag %+v has no span in a text of %d bytes", f, len(r.text))
+				text := r.text
+				if f.Field == "" {
+					got = append(got, fmt.Sprintf("%s %d %d", f.Kind, f.Start, f.End))
+				} else {
+					got = append(got, fmt.Sprintf("%s %d %d %s", f.Kind, f.Start, f.End, f.Field))
+					text = ""
+					for _, p := range r.params {
+						if p.Field == f.Field {
+							text = p.Text
+						}
+					}
+				}
+				if f.Start < 0 || f.End > len(text) || f.Start >= f.End {
+					t.Errorf("flag %+v has no span in a text of %d bytes", f, len(text))
 				}
 				if f.Why == "" {
 					t.Errorf("flag %+v says no reason", f)
@@ -99,7 +118,7 @@ func TestScanTable(t *testing.T) {
 				for _, f := range flags {
 					for _, k := range r.near {
 						if f.Kind == k {
-							t.Errorf("negative row flagged %s at %d-%d: %q", k, f.Start, f.End, r.text[f.Start:f.End])
+							t.Errorf("negative row flagged %s at %d-%d of %q: %q", k, f.Start, f.End, f.Field, f.Text)
 						}
 					}
 				}
@@ -148,5 +167,25 @@ func TestScanTableCoversEveryKind(t *testing.T) {
 func TestShowNamesHiddenCharacters(t *testing.T) {
 	if got := Show("a\u200bb\u202Ec\U000E0041"); got != "aU+200BbU+202EcU+E0041" {
 		t.Fatalf("Show = %q", got)
+	}
+}
+
+// Params reads every description of an input schema, at any depth and
+// the schema's own, by JSON pointer; a property named description is a
+// schema, not a description; what is not JSON has none.
+func TestParamsReadsEveryDescription(t *testing.T) {
+	schema := `{"type":"object","description":"Where to look.","properties":{
+		"city":{"type":"string","description":"The city."},
+		"a/b":{"type":"array","items":{"type":"string","description":"One tag."}},
+		"description":{"type":"string"},
+		"opts":{"anyOf":[{"type":"object","properties":{"x":{"description":"Nested."}}}]}}}`
+	got := fmt.Sprint(Params([]byte(schema)))
+	want := fmt.Sprint([]Param{{"/description", "Where to look."}, {"/properties/a~1b/items/description", "One tag."},
+		{"/properties/city/description", "The city."}, {"/properties/opts/anyOf/0/properties/x/description", "Nested."}})
+	if got != want {
+		t.Fatalf("Params:\n got %s\nwant %s", got, want)
+	}
+	if p := Params([]byte("not json")); p != nil {
+		t.Fatalf("Params of no JSON: %v", p)
 	}
 }
