@@ -11,9 +11,11 @@ import (
 
 // ArtifactFiles reads one file of an artifact's current version for a
 // caller, decided by the artifact store's own authority (ART-2, ART-4,
-// ART-5): *artifacts.Store is one.
+// ART-5), and makes a person's decisions about an artifact for the
+// dashboard's trash routes (trash_routes.go): *artifacts.Store is one.
 type ArtifactFiles interface {
 	Open(ctx context.Context, c authority.Caller, id, path string) (artifacts.File, error)
+	ArtifactDecisions
 }
 
 // artifactCSP is the content security policy every artifact page is

@@ -98,6 +98,9 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if opts.Artifacts != nil {
 		h.opts.artifactFiles = opts.Artifacts(h.deps("artifacts"))
 	}
+	if opts.Pages != nil {
+		h.opts.pageTrash = opts.Pages(h.deps("knowledge"))
+	}
 	if err := h.mountFirstParty(ctx); err != nil {
 		h.Close()
 		return nil, err

@@ -136,6 +136,8 @@ func (h *Hub) Handler() http.Handler {
 	mux.Handle("PUT /config/mcp-servers/{name}", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.servePutMCPServer)))))
 	mux.Handle("GET /debug/runtime", f.guard(f.authenticate(f.admin(http.HandlerFunc(f.serveRuntime)))))
 	mux.Handle("GET /artifacts/{id}/{path...}", f.guard(f.authenticate(http.HandlerFunc(f.serveArtifact))))
+	// The dashboard's trash, and a person's decisions about an artifact.
+	f.registerTrash(mux)
 	if f.opts.Metrics != nil {
 		mux.Handle("GET /metrics", f.guard(f.authenticate(f.opts.Metrics)))
 	}

@@ -165,6 +165,11 @@ type Options struct {
 	// each artifact's current version with (GET /artifacts/{id}/...); nil
 	// where the node takes no uploads, and the route answers 404.
 	Artifacts func(Deps) ArtifactFiles
+	// Pages builds the knowledge base's page trash the dashboard puts a
+	// page in the trash with (DELETE /knowledge/pages/{id}) and lists a
+	// person's trash from (GET /trash); nil where the node keeps no state.
+	// The routes serve it only while restore_from_trash is served.
+	Pages func(Deps) PageTrash
 
 	// Pins keeps which third-party tool definitions people approved, on
 	// the node's log (issue 28); its node must have toolpin.Projectors.
@@ -176,6 +181,8 @@ type Options struct {
 
 	// artifactFiles is what Artifacts built, for the file route.
 	artifactFiles ArtifactFiles
+	// pageTrash is what Pages built, for the trash routes.
+	pageTrash PageTrash
 }
 
 // DefaultSessionIdle is how long an unused 2025 operator session is kept.

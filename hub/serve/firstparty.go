@@ -136,6 +136,17 @@ func artifactFiles(node *state.Node, uploads bool, baseURL func() string) func(h
 	return func(d hub.Deps) hub.ArtifactFiles { return artifacts.NewStore(artifactDeps(node, d, baseURL)) }
 }
 
+// pageTrash is the dashboard's trash of pages where the node keeps state;
+// the hub serves it while the native knowledge base is served (ART-4).
+func pageTrash(node *state.Node) func(hub.Deps) hub.PageTrash {
+	if node == nil {
+		return nil
+	}
+	return func(d hub.Deps) hub.PageTrash {
+		return knowledge.NewStore(knowledge.Deps{Node: node, Directory: d.Directory, Logger: d.Logger})
+	}
+}
+
 // answerDeps is what answer_knowledge is given on this node: the asker's
 // auxiliary model from the revision in force, searches through the hub as
 // the asker once the hub has started, and the runtime (its budget and

@@ -198,6 +198,7 @@ func Run(ctx context.Context, o Options) error {
 		ConfigFile:  o.ConfigFile,
 		FirstParty:  fp,
 		Artifacts:   artifactFiles(node, uploads, baseURL),
+		Pages:       pageTrash(node),
 		Sanitizer:   clean,
 		Ledger:      ledger,
 		SessionIdle: o.SessionIdle,
