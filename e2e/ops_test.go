@@ -68,7 +68,9 @@ func TestMCPServerRoutes(t *testing.T) {
 	}
 	defer cs.Close()
 
-	body := fmt.Sprintf(`{"command": %q, "tool_prefix": "second_"}`, bin)
+	// trust: auto, as the test's own server: a pinned one's tools are held
+	// until approved, and that is pinning_test.go's business.
+	body := fmt.Sprintf(`{"command": %q, "tool_prefix": "second_", "trust": "auto"}`, bin)
 	authed(e, "PUT", "/config/mcp-servers/second").WithText(body).Expect().Status(http.StatusPreconditionRequired)
 	authed(e, "PUT", "/config/mcp-servers/everything").WithHeader("If-None-Match", "*").WithText(body).
 		Expect().Status(http.StatusPreconditionFailed).JSON().Object().Value("class").IsEqual("exists")

@@ -240,6 +240,9 @@ func entryYAML(e config.MCPServer) yaml.Node {
 	if e.Delivers != nil {
 		add("delivers", *e.Delivers)
 	}
+	if e.Trust != "" {
+		add("trust", e.Trust)
+	}
 	return m
 }
 
