@@ -238,7 +238,9 @@ func TestScreenThirdPartyFirstBuiltinsFolded(t *testing.T) {
 		}
 		got[attr(d, "data-server")] = text(sum[0])
 	}
-	if want := map[string]string{"kit": "kit 1 tool", "notes": "notes 1 tool"}; !maps.Equal(got, want) {
+	// catalogue serves list_mcp_server_tools, mounted since the company
+	// declares a server (CAT-13).
+	if want := map[string]string{"catalogue": "catalogue 1 tool", "kit": "kit 1 tool", "notes": "notes 1 tool"}; !maps.Equal(got, want) {
 		t.Fatalf("builtin folds %q, want %q", got, want)
 	}
 	for _, row := range find(doc, func(n *html.Node) bool { return n.Data == "tr" && hasAttr(n, "data-tool") }) {
