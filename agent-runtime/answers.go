@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -107,34 +108,12 @@ func AnswerTools(d AnswerDeps) []servers.Tool {
 				Text: "The question:\n" + question + "\n\n" + strings.Join(found, "\n\n")}}}
 			// Charged to the asker's seat like any auxiliary call, and
 			// refused before anything is sent past a ceiling.
-			settle := func(Usage) {}
-			var rt *Runtime
-			if d.Runtime != nil {
-				rt = d.Runtime()
-			}
-			if rt != nil {
-				var refusal *authority.Refusal
-				if settle, refusal = rt.opts.Budget.Reserve(c.Seat, estimateRequest(req)); refusal != nil {
-					return answerOut{}, refusal
+			rep, err := auxCall(ctx, AuxiliaryDeps{Model: d.Model, Runtime: d.Runtime, Timeout: d.Timeout}, m, spec, c, req)
+			if err != nil {
+				if r := (*authority.Refusal)(nil); errors.As(err, &r) {
+					return answerOut{}, r
 				}
-			}
-			cctx, cancel := context.WithTimeout(ctx, d.Timeout)
-			defer cancel()
-			var obs Observer = noObserver{}
-			if rt != nil {
-				obs = rt.opts.Observer
-			}
-			start := time.Now()
-			rep, err := m.Complete(cctx, req)
-			if err := modelCalled(obs, ctx, spec, d.Timeout, start, rep, err); err != nil {
-				settle(Usage{})
 				return answerOut{}, authority.Refuse(authority.Unavailable, "%v", err)
-			}
-			settle(rep.Usage)
-			if rt != nil && rep.Usage.Total() > 0 {
-				if err := rt.opts.Store.spent(ctx, c, c.Seat, rep.Usage.Total()); err != nil {
-					rt.log.Warn("spend_not_recorded", "seat", c.Seat, "tokens", rep.Usage.Total(), "error", err.Error())
-				}
 			}
 			out.Answer, out.Model = strings.TrimSpace(rep.Text), m.Name()
 			return out, nil

@@ -2,6 +2,7 @@ package artifacts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -66,10 +67,13 @@ type fileView struct {
 }
 
 type filePage struct {
-	Path       string `json:"path"`
-	Version    int    `json:"version"`
-	Offset     int    `json:"offset"`
-	Text       string `json:"text,omitempty"`
+	Path    string `json:"path"`
+	Version int    `json:"version"`
+	Offset  int    `json:"offset"`
+	Text    string `json:"text,omitempty"`
+	// Condensed says Text is the whole file rewritten shorter by the
+	// reader's auxiliary model, not a page of it as written.
+	Condensed  bool   `json:"condensed,omitempty"`
 	NextOffset int    `json:"next_offset,omitempty"`
 	Note       string `json:"note,omitempty"`
 }
@@ -204,9 +208,10 @@ func (s *srv) getArtifact(ctx context.Context, c authority.Caller, in getIn) (ge
 }
 
 // filePage is one page of one file's source. Text another principal wrote
-// is fenced as theirs. A long file read without an offset is not cut
-// silently: this node has no auxiliary model to condense it, so the
-// answer is its first page and says to read on with offset (OUT-2).
+// is fenced as theirs. A long file read without an offset is condensed by
+// the reader's auxiliary model, labelled so; where none can condense it,
+// the answer is its first page and says why and to read on with offset.
+// Either way it is never cut silently (OUT-2).
 func (s *srv) filePage(ctx context.Context, c authority.Caller, e *servers.Envelope, art *artifact, ver *version, p string, offset *int) (*filePage, error) {
 	if p == "" {
 		p = art.Main
@@ -237,19 +242,41 @@ func (s *srv) filePage(ctx context.Context, c authority.Caller, e *servers.Envel
 		return nil, authority.Refuse(authority.Invalid, "offset %d falls inside a character; next_offset always lands on a whole one.", fp.Offset).WithData("argument", "offset")
 	}
 	text, next := page(data, fp.Offset, pageBytes)
+	what, why := "", "no model here condenses it"
+	if next > 0 && offset == nil && s.d.Condense != nil {
+		short, model, err := s.d.Condense(ctx, c, string(data), pageBytes)
+		if err == nil {
+			text, next, what = short, 0, "condensed"
+			fp.Condensed = true
+			fp.Note = fmt.Sprintf("%s is %d bytes, more than one page: this is all of it condensed by %s, your seat's auxiliary model. Pass offset 0 to read it as written, page by page.", p, len(data), model)
+		} else {
+			why = "it could not be condensed: " + refusalWords(err)
+		}
+	}
 	if f.By.Seat != c.Seat {
-		fp.Text = e.Fence(text, []servers.Author{f.By})
+		fp.Text = e.FenceAs(what, text, []servers.Author{f.By})
 	} else {
 		fp.Text = text
 	}
 	fp.NextOffset = next
 	switch {
 	case next > 0 && offset == nil:
-		fp.Note = fmt.Sprintf("%s is %d bytes and this is its first page; no model here condenses it. Read on with offset %d.", p, len(data), next)
+		fp.Note = fmt.Sprintf("%s is %d bytes and this is its first page; %s. Read on with offset %d.", p, len(data), why, next)
 	case next > 0:
 		fp.Note = fmt.Sprintf("One page of %s's %d bytes; read on with offset %d.", p, len(data), next)
 	}
 	return fp, nil
+}
+
+// refusalWords is why a call failed, in the words a refusal gives it,
+// to go inside a sentence.
+func refusalWords(err error) string {
+	var r *authority.Refusal
+	w := err.Error()
+	if errors.As(err, &r) {
+		w = r.Sentence
+	}
+	return strings.TrimSuffix(w, ".")
 }
 
 // history is an artifact's newest history rows, oldest of them first.

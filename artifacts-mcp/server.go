@@ -39,6 +39,11 @@ type Deps struct {
 	// PresenceTTL is how long a seat stays in a room after its last
 	// allowed call; 45 s if zero (ART-6).
 	PresenceTTL time.Duration
+	// Condense rewrites a long file's text to about budget bytes with the
+	// reader's seat's auxiliary model, answering the rewrite and the
+	// model's name. nil: no model condenses here, and a long file read
+	// without an offset answers its first page.
+	Condense func(ctx context.Context, c authority.Caller, text string, budget int) (condensed, model string, err error)
 }
 
 // Name is the artifact store's name as a first-party server.

@@ -117,7 +117,11 @@ func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() strin
 		Name:    "artifacts",
 		Enabled: func(*config.Company) bool { return uploads },
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return artifacts.NewServer(artifactDeps(node, d, baseURL), t)
+			// A long file read without an offset is condensed by the
+			// reader's auxiliary model, charged to their seat (OUT-2).
+			deps, aux := artifactDeps(node, d, baseURL), answers(d)
+			deps.Condense = agent.NewCondenser(agent.AuxiliaryDeps{Model: aux.Model, Runtime: aux.Runtime}).Condense
+			return artifacts.NewServer(deps, t)
 		},
 	}}
 }
