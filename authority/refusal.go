@@ -3,6 +3,7 @@ package authority
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Class is the machine-readable kind of a refusal. Its string is the stable
@@ -35,27 +36,30 @@ type ClassInfo struct {
 	Class   Class
 	Meaning string // what happened, for a person reading the table
 	Remedy  string // what a caller should do next
+	// Status is the HTTP status a route that is not a tool call (the
+	// REST routes, the screen's forms) answers the class with.
+	Status int
 }
 
 // registry is the single source of refusal classes. A class not listed here
 // cannot be produced: NewRefusal panics on it, and a test walks the table for
 // uniqueness.
 var registry = []ClassInfo{
-	{Invalid, "An argument is wrong; the sentence names which.", "Send a different argument."},
-	{NotFound, "What the call is about does not exist.", "Stop: it is gone or never existed."},
-	{Forbidden, "This caller may not do this here.", "Ask whoever the sentence names."},
-	{StaleVersion, "The object changed after the caller read it.", "Read it again and decide from what it says now."},
-	{Conflict, "The write lost a race, or the object's state moved under it.", "Read it again; a retry may land."},
-	{Exists, "What the call would create is already there.", "Edit the existing one."},
-	{AlreadyAnswered, "The question this answers already has an answer.", "Read the answer."},
-	{ReassignmentBudget, "The item has been handed on as often as it may be.", "Do not reassign it again."},
-	{InboxFull, "A person's inbox list is at its ceiling.", "Mark older entries read."},
-	{NotRunning, "The run or turn addressed is not running, or not waiting for this.", "Nothing to act on."},
-	{SteerUnsupported, "The running turn's runtime cannot take a note mid-turn.", "Wait for the turn to end."},
-	{BudgetExhausted, "The company's token budget has no room left in a window; nothing was spent.", "Wait for the window to turn over, or raise its ceiling."},
-	{TurnQuota, "The turn has made as many writes of this kind as one turn may (artifact publishes, bytes, datastore ops).", "Stop and report what was done; a later turn has a fresh quota."},
-	{Unavailable, "This node cannot serve the call right now, or the company does not run what it needs.", "Retry later, or use the backend the company does run."},
-	{InternalError, "This node failed at something of its own; the call itself was fine.", "Tell whoever runs the node; a retry fails the same way."},
+	{Invalid, "An argument is wrong; the sentence names which.", "Send a different argument.", http.StatusBadRequest},
+	{NotFound, "What the call is about does not exist.", "Stop: it is gone or never existed.", http.StatusNotFound},
+	{Forbidden, "This caller may not do this here.", "Ask whoever the sentence names.", http.StatusForbidden},
+	{StaleVersion, "The object changed after the caller read it.", "Read it again and decide from what it says now.", http.StatusConflict},
+	{Conflict, "The write lost a race, or the object's state moved under it.", "Read it again; a retry may land.", http.StatusConflict},
+	{Exists, "What the call would create is already there.", "Edit the existing one.", http.StatusConflict},
+	{AlreadyAnswered, "The question this answers already has an answer.", "Read the answer.", http.StatusConflict},
+	{ReassignmentBudget, "The item has been handed on as often as it may be.", "Do not reassign it again.", http.StatusConflict},
+	{InboxFull, "A person's inbox list is at its ceiling.", "Mark older entries read.", http.StatusConflict},
+	{NotRunning, "The run or turn addressed is not running, or not waiting for this.", "Nothing to act on.", http.StatusConflict},
+	{SteerUnsupported, "The running turn's runtime cannot take a note mid-turn.", "Wait for the turn to end.", http.StatusConflict},
+	{BudgetExhausted, "The company's token budget has no room left in a window; nothing was spent.", "Wait for the window to turn over, or raise its ceiling.", http.StatusTooManyRequests},
+	{TurnQuota, "The turn has made as many writes of this kind as one turn may (artifact publishes, bytes, datastore ops).", "Stop and report what was done; a later turn has a fresh quota.", http.StatusTooManyRequests},
+	{Unavailable, "This node cannot serve the call right now, or the company does not run what it needs.", "Retry later, or use the backend the company does run.", http.StatusServiceUnavailable},
+	{InternalError, "This node failed at something of its own; the call itself was fine.", "Tell whoever runs the node; a retry fails the same way.", http.StatusInternalServerError},
 }
 
 var byClass = func() map[Class]ClassInfo {
@@ -68,6 +72,15 @@ var byClass = func() map[Class]ClassInfo {
 
 // Classes returns the registry, in its documented order.
 func Classes() []ClassInfo { return append([]ClassInfo(nil), registry...) }
+
+// HTTPStatus is the HTTP status a class is answered with outside a tool
+// call; 500 for a class not in the registry.
+func HTTPStatus(c Class) int {
+	if info, ok := byClass[c]; ok {
+		return info.Status
+	}
+	return http.StatusInternalServerError
+}
 
 // Lookup returns the registry entry for a wire code.
 func Lookup(code string) (ClassInfo, bool) {

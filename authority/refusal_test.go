@@ -27,6 +27,11 @@ func TestRegistryCodesUniqueAndComplete(t *testing.T) {
 		if c.Meaning == "" || c.Remedy == "" {
 			t.Errorf("class %q lacks meaning or remedy", c.Class)
 		}
+		// A refusal is the caller's to act on; only the node's own fault
+		// reads as a server error outside a tool call.
+		if s := HTTPStatus(c.Class); (s >= 500) != (c.Class == InternalError || c.Class == Unavailable) || s < 400 {
+			t.Errorf("class %q answers HTTP %d", c.Class, s)
+		}
 	}
 	if len(seen) != len(want) {
 		t.Errorf("registry has %d classes, want %d", len(seen), len(want))

@@ -43,21 +43,7 @@ func (f *operator) serveArtifact(w http.ResponseWriter, r *http.Request) {
 	}
 	file, err := files.Open(r.Context(), p.Caller(), r.PathValue("id"), r.PathValue("path"))
 	if err != nil {
-		ref := authority.AsRefusal(err)
-		status := http.StatusInternalServerError
-		switch ref.Class {
-		case authority.NotFound:
-			status = http.StatusNotFound
-		case authority.Forbidden:
-			status = http.StatusForbidden
-		case authority.Invalid:
-			status = http.StatusBadRequest
-		case authority.Unavailable:
-			status = http.StatusServiceUnavailable
-		default:
-			f.log.Error("artifact_file_failed", "artifact", r.PathValue("id"), "error", err.Error())
-		}
-		writeJSON(w, status, map[string]string{"class": string(ref.Class), "error": ref.Sentence})
+		f.writeRefusal(w, err, "artifact_file_failed")
 		return
 	}
 	h := w.Header()

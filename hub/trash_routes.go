@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 
@@ -171,36 +170,4 @@ func (f *operator) serveTrash(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-// writeRefusal answers a refusal with its class, its sentence and the
-// HTTP status the class reads as; anything else is the node's own fault,
-// logged and answered in the one sentence such faults get.
-func (f *operator) writeRefusal(w http.ResponseWriter, err error, event string) {
-	var ref *authority.Refusal
-	if !errors.As(err, &ref) {
-		f.log.Error(event, "error", err.Error())
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"class": string(authority.InternalError), "error": authority.InternalErrorSentence})
-		return
-	}
-	status := http.StatusInternalServerError
-	switch ref.Class {
-	case authority.NotFound:
-		status = http.StatusNotFound
-	case authority.Forbidden:
-		status = http.StatusForbidden
-	case authority.Invalid:
-		status = http.StatusBadRequest
-	case authority.Unavailable:
-		status = http.StatusServiceUnavailable
-	case authority.StaleVersion, authority.Conflict:
-		status = http.StatusConflict
-	default:
-		f.log.Error(event, "error", err.Error())
-	}
-	body := map[string]any{"class": string(ref.Class), "error": ref.Sentence}
-	if len(ref.Data) > 0 {
-		body["data"] = ref.Data
-	}
-	writeJSON(w, status, body)
 }

@@ -127,7 +127,7 @@ func (s *Screen) serveDecide(w http.ResponseWriter, r *http.Request) {
 	res := s.opts.Backend.DecideTools(r.Context(), v.Principal, d)
 	status, notice := http.StatusOK, &decisionNotice{Text: decidedText(d, res)}
 	if res.Error != "" {
-		status, notice = refusalStatus(res.Class), &decisionNotice{Refused: true, Text: res.Error}
+		status, notice = authority.HTTPStatus(authority.Class(res.Class)), &decisionNotice{Refused: true, Text: res.Error}
 	}
 	p := s.changesPage(v)
 	p.Notice = notice
@@ -145,21 +145,6 @@ func decidedText(d ToolDecision, res DecideResult) string {
 		parts = append(parts, fmt.Sprintf("%s (now %s)", t.Tool, t.Now))
 	}
 	return fmt.Sprintf("%s on %s: %s.", verb, d.Server, strings.Join(parts, ", "))
-}
-
-// refusalStatus is the HTTP status of a refused decision, by its class.
-func refusalStatus(class string) int {
-	switch authority.Class(class) {
-	case authority.Forbidden:
-		return http.StatusForbidden
-	case authority.NotFound:
-		return http.StatusNotFound
-	case authority.StaleVersion, authority.Conflict:
-		return http.StatusConflict
-	case authority.Invalid:
-		return http.StatusUnprocessableEntity
-	}
-	return http.StatusInternalServerError
 }
 
 // newKey names one form's decision: drawn again with every page, so two

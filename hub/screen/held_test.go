@@ -119,7 +119,7 @@ func TestReviewFormDecidesAsThePerson(t *testing.T) {
 		{authority.StaleVersion, http.StatusConflict},
 		{authority.Forbidden, http.StatusForbidden},
 		{authority.NotFound, http.StatusNotFound},
-		{authority.Invalid, http.StatusUnprocessableEntity},
+		{authority.Invalid, http.StatusBadRequest},
 		{authority.InternalError, http.StatusInternalServerError},
 	} {
 		s.refuse = &DecideResult{Class: string(c.class), Error: "refused as " + string(c.class)}
