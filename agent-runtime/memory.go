@@ -301,18 +301,33 @@ func (b *builtins) markOnboarded(ctx context.Context, c authority.Caller, in onb
 	return onboardOut{WriteOut: wo}, err
 }
 
-// wordsOf is a text's distinct lower-case words of three letters or more.
+// wordsOf is a text's distinct lower-case words of three letters or more
+// that say what it is about: a note sharing only "the" or "with" with a
+// query has nothing to do with it, and recalling it would make the filter
+// no filter.
 func wordsOf(s string) map[string]bool {
 	out := map[string]bool{}
 	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127)
 	}) {
-		if len(w) >= 3 {
+		if len(w) >= 3 && !functionWords[w] {
 			out[w] = true
 		}
 	}
 	return out
 }
+
+// functionWords are the English words that carry grammar, not a subject.
+var functionWords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, w := range strings.Fields(`the and for are was were this that these those with from have has had not but you your yours
+		our ours its into onto what why how who whom whose when where which did does doing done any all can could will would shall
+		should about there their theirs them they then than been being also just only some more most over such very each other
+		out off own too may might must one ones her hers his him she let get got yet nor per via upon`) {
+		m[w] = true
+	}
+	return m
+}()
 
 // overlap counts the query's words found in text.
 func overlap(words map[string]bool, text string) int {
