@@ -109,8 +109,9 @@ func newPinRig(t *testing.T, firstDesc, extra string, store bool, prepare ...fun
 	return newPinRigOn(t, node, firstDesc, extra)
 }
 
-// newPinRigOn starts the rig's hub on node (none if nil).
-func newPinRigOn(t *testing.T, node *state.Node, firstDesc, extra string) *pinRig {
+// newPinRigOn starts the rig's hub on node (none if nil); botEnv, when
+// given, is the seat bot's mcp_env block.
+func newPinRigOn(t *testing.T, node *state.Node, firstDesc, extra string, botEnv ...string) *pinRig {
 	t.Helper()
 	dir := t.TempDir()
 	r := &pinRig{t: t, desc: filepath.Join(dir, "desc"), pid: filepath.Join(dir, "pid"), node: node}
@@ -120,7 +121,7 @@ func newPinRigOn(t *testing.T, node *state.Node, firstDesc, extra string) *pinRi
 		r.store = toolpin.NewStore(node)
 		pins = r.store
 	}
-	c := hubtest.NewCompany().Person("ada", true).Person("bea", false).Agent("bot").
+	c := hubtest.NewCompany().Person("ada", true).Person("bea", false).Agent("bot", botEnv...).
 		Token("laptop", "ADA_TOKEN", "ada").Token("bea", "BEA_TOKEN", "bea").
 		Server(weatherEntry(t, "weather", r.desc, r.pid, extra)).Parse(t)
 	logs, log := hubtest.NewLog(slog.LevelInfo)
@@ -735,5 +736,45 @@ func TestScreenDecisionIsTheOperatorToolUnderTheFormsKey(t *testing.T) {
 	}
 	if s := r.held("forecast"); s != "offered" {
 		t.Fatalf("a new form's approval left forecast %s", s)
+	}
+}
+
+// Issue 28: a per-role server's tools are held in each seat's own
+// catalogue, as a shared one's are in the company's: the seat's model is
+// not offered them and a call is refused forbidden; list_tool_changes
+// names the seats whose children list the tool, and one approval releases
+// it to each of them.
+func TestPerRoleServersToolsAreHeldPerSeat(t *testing.T) {
+	node, err := state.Open(context.Background(), state.Options{Dir: filepath.Join(t.TempDir(), "state"), Projectors: toolpin.Projectors()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	r := newPinRigOn(t, node, plainForecast, ", shared: false", `{weather: {PIN_SEAT: bot}}`)
+	cs := hubtest.Connect(t, r.url+"/operator/mcp", pinToken, "")
+	r.await("bot's child filed", func() bool {
+		_, listed := r.h.SeatRegistry("bot").Resolve("forecast")
+		return listed
+	})
+	if offeredTo(r.h.SeatRegistry("bot"), "forecast") {
+		t.Fatal("a per-role server's new tool is offered to its seat")
+	}
+	if class, _ := servers.ClassOf(r.seatCall("forecast")); class != authority.Forbidden {
+		t.Fatalf("the seat's call to its held tool: %q", class)
+	}
+	held := changesOver(t, cs, "weather")
+	if len(held) != 2 || held[0].Tool != "echo" || held[1].Tool != "forecast" || !slices.Equal(held[1].Seats, []string{"bot"}) {
+		t.Fatalf("list_tool_changes: %+v", held)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "decide_tool_change",
+		Arguments: map[string]any{"server": "weather", "decision": "approve"}})
+	if err != nil || res.IsError {
+		t.Fatalf("approve: %v %s", err, hubtest.Text(res))
+	}
+	if !offeredTo(r.h.SeatRegistry("bot"), "forecast") {
+		t.Fatal("the approved tool is not offered to the seat once the answer is given")
+	}
+	if res := r.seatCall("forecast"); res.IsError || hubtest.Text(res) != "sunny in Oslo" {
+		t.Fatalf("the seat's call once approved: %q", hubtest.Text(res))
 	}
 }
