@@ -18,6 +18,7 @@ type addForm struct {
 	Args       string // one per line
 	URL        string
 	Reach      string // shared or per-seat
+	Trust      string // pinned or auto
 	ToolPrefix string
 	Env        []pair
 	Headers    []pair
@@ -34,7 +35,7 @@ type pair struct{ Name, Value string }
 const blankRows = 2
 
 func newAddForm() addForm {
-	f := addForm{Transport: "stdio", Reach: "shared"}
+	f := addForm{Transport: "stdio", Reach: "shared", Trust: config.TrustPinned}
 	f.pad()
 	return f
 }
@@ -60,6 +61,7 @@ func readAddForm(r *http.Request) (addForm, config.MCPServer, []string) {
 		Args:       r.PostFormValue("args"),
 		URL:        strings.TrimSpace(r.PostFormValue("url")),
 		Reach:      r.PostFormValue("reach"),
+		Trust:      r.PostFormValue("trust"),
 		ToolPrefix: strings.TrimSpace(r.PostFormValue("tool_prefix")),
 	}
 	var bad []string
@@ -69,7 +71,12 @@ func readAddForm(r *http.Request) (addForm, config.MCPServer, []string) {
 	if f.Reach != "per-seat" {
 		f.Reach = "shared"
 	}
-	e := config.MCPServer{Name: f.Name, ToolPrefix: f.ToolPrefix}
+	// Anything but auto is pinned: a form that says nothing holds the
+	// server's tools for review, as the company file does.
+	if f.Trust != config.TrustAuto {
+		f.Trust = config.TrustPinned
+	}
+	e := config.MCPServer{Name: f.Name, ToolPrefix: f.ToolPrefix, Trust: f.Trust}
 	if f.Transport == "http" {
 		e.Transport, e.URL = "http", f.URL
 	} else {

@@ -338,8 +338,19 @@ func TestAddAnswersEveryViolationAtOnce(t *testing.T) {
 	}
 	e := s.added[0]
 	if e.Name != "gh2" || e.Command != "github-mcp-server" || strings.Join(e.Args, " ") != "stdio --read-only" ||
-		e.Shared == nil || *e.Shared || e.Env["GITHUB_TOKEN"] != "${GITHUB_TOKEN}" || len(e.Env) != 1 || e.Headers != nil {
+		e.Shared == nil || *e.Shared || e.Env["GITHUB_TOKEN"] != "${GITHUB_TOKEN}" || len(e.Env) != 1 || e.Headers != nil ||
+		e.Trust != config.TrustPinned {
 		t.Fatalf("written %+v", e)
+	}
+	// Issue 28: pinned unless the form says auto; the choice is drawn
+	// checked on a fresh form.
+	s.do(t, "POST", Base+"/servers", url.Values{"csrf": {csrf}, "name": {"mine"}, "transport": {"stdio"},
+		"command": {"my-server"}, "trust": {"auto"}}, "Accept", "application/json")
+	if len(s.added) != 2 || s.added[1].Trust != config.TrustAuto {
+		t.Fatalf("a form that says auto wrote %+v", s.added)
+	}
+	if _, page := s.do(t, "GET", Base, nil); !strings.Contains(page, `name="trust" value="pinned" checked`) {
+		t.Fatal("a fresh form does not offer pinned, checked")
 	}
 }
 
