@@ -80,6 +80,11 @@ type Role struct {
 	// Instructions is what the seat's model is told about its job, beside
 	// who it is and the rules every turn keeps.
 	Instructions string `yaml:"instructions" validate:"max=65536"`
+	// OIDCSubject and Email name the person at the company's identity
+	// provider: an access token whose subject is OIDCSubject, or whose
+	// verified e-mail is Email, acts as this seat (api.auth.oauth).
+	OIDCSubject string `yaml:"oidc_subject" validate:"max=255"`
+	Email       string `yaml:"email" validate:"omitempty,email,max=320"`
 }
 
 // MCPServer declares a third-party MCP server.
@@ -169,9 +174,11 @@ type TLS struct {
 	KeyFile  string `yaml:"key_file"`
 }
 
-// Auth lists operator bearer tokens.
+// Auth lists operator bearer tokens and, beside them, the identity provider
+// whose access tokens the operator surface also accepts (oauth.go).
 type Auth struct {
 	Tokens []Token `yaml:"tokens" validate:"dive"`
+	OAuth  *OAuth  `yaml:"oauth"`
 }
 
 // Token is an operator credential. Its value is always a ${VAR} reference so
