@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/authority"
-	"github.com/crewlet/hub/servers"
 )
 
 // How long a call may take. A third-party server that never answers must
@@ -65,17 +64,12 @@ func (r *Router) cut(caller, call context.Context, e Entry, limit time.Duration)
 	default:
 		return nil
 	}
-	// Nothing says how far the server got: unless the tool is known to
-	// change nothing, the call may have taken effect (MCP-6).
-	if e.Hints.ReadOnly != servers.Yes {
-		sentence += " The call had been sent and no answer came back, so it may have taken effect: check before repeating it."
-		data["may_have_taken_effect"] = true
-	}
 	ref := authority.Refuse(authority.Unavailable, "%s", sentence)
 	for k, v := range data {
 		ref = ref.WithData(k, v)
 	}
-	return ref
+	// Nothing says how far the server got.
+	return mayHaveTakenEffect(ref, e.Hints)
 }
 
 // serverOf is the server a third-party source names.

@@ -154,6 +154,11 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		}
 		return r.refuse(ctx, name, caller, ref), e.Source
 	}
+	var cutOff *upstream.CutError
+	if errors.As(err, &cutOff) {
+		r.log.InfoContext(ctx, "tool_answer_cut", "tool", name, "server", cutOff.Server)
+		return r.refuse(ctx, name, caller, cutRefusal(cutOff, name, e.Hints)), e.Source
+	}
 	var wire *jsonrpc.Error
 	if errors.As(err, &wire) && e.Source != SourceBuiltin {
 		// The server answered, with a protocol error of its own (bad
@@ -357,14 +362,36 @@ func downRefusal(e *upstream.DownError, hints servers.Hints) *authority.Refusal 
 	default:
 		fmt.Fprintf(&b, " Its next restart is in %s.", time.Until(e.NextRestart).Round(time.Second))
 	}
-	mayHave := e.InFlight && hints.ReadOnly != servers.Yes
-	if mayHave {
-		b.WriteString(" The call had been sent and no answer came back, so it may have taken effect: check before repeating it.")
-	}
 	r := authority.Refuse(authority.Unavailable, "%s", b.String()).WithData("server", e.Server)
-	if mayHave {
-		r = r.WithData("may_have_taken_effect", true)
+	if !e.InFlight {
+		return r
 	}
+	return mayHaveTakenEffect(r, hints)
+}
+
+// cutRefusal says, in the engine's words, that a call's answer was cut off
+// on its way back (REF-6: unavailable): which server, that only the
+// connection that carried the answer broke, its session with the hub
+// still open (no restart is due, so none is spoken of), and, unless the
+// tool is read-only, that the call may have taken effect, since it reached
+// the server.
+func cutRefusal(e *upstream.CutError, tool string, hints servers.Hints) *authority.Refusal {
+	r := authority.Refuse(authority.Unavailable,
+		"The answer of the MCP server %q to %q was cut off on its way back: the connection that carried it broke before the answer was whole. "+
+			"The hub's session with the server is still open.", e.Server, tool).WithData("server", e.Server)
+	return mayHaveTakenEffect(r, hints)
+}
+
+// mayHaveTakenEffect marks the refusal of a call that reached its server
+// and got no whole answer back: unless its tool is known to change
+// nothing, it may have taken effect (MCP-6), which the sentence and the
+// data say, so a caller checks before repeating it.
+func mayHaveTakenEffect(r *authority.Refusal, hints servers.Hints) *authority.Refusal {
+	if hints.ReadOnly == servers.Yes {
+		return r
+	}
+	r = r.WithData("may_have_taken_effect", true)
+	r.Sentence += " The call had been sent and no answer came back, so it may have taken effect: check before repeating it."
 	return r
 }
 

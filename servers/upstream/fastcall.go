@@ -134,11 +134,32 @@ func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, record
 		waitRecorded(recorded)
 		return nil, i.downError(true)
 	}
+	if errors.Is(err, errAnswerCut) {
+		// Only the call's own connection broke: the session is not known
+		// to have ended, so nothing waits for its end, and the answer
+		// says nothing of one.
+		i.log.Warn("server_answer_cut", "tool", name)
+		return nil, &CutError{Server: i.opts.Spec.Name}
+	}
 	if errors.Is(err, errLinkBroken) {
 		waitRecorded(recorded)
 		return nil, i.downError(true)
 	}
 	return nil, err
+}
+
+// CutError is a call whose answer was cut off on its way back: the
+// connection that carried that call alone (a streamable HTTP server's
+// answer to its POST) broke before the answer was whole, with nothing to
+// resume it from, while the server's session is not known to have ended.
+// The call reached the server, so it may have taken effect; the server
+// is not down, so nothing is said of a restart.
+type CutError struct {
+	Server string
+}
+
+func (e *CutError) Error() string {
+	return fmt.Sprintf("the answer of MCP server %s was cut off: %v", e.Server, errAnswerCut)
 }
 
 // UnreadableError is a call the server answered with something the hub

@@ -42,7 +42,9 @@ import (
 type link interface {
 	// call writes req and returns the result of its response as the
 	// server wrote it, or the *jsonrpc.Error it carried. A link that
-	// broke under the call answers errLinkBroken. f is the call's flight;
+	// broke under the call answers errLinkBroken; a call whose own
+	// connection broke, the session's still up, errAnswerCut. f is the
+	// call's flight;
 	// hdr the parameter headers a streamable HTTP request carries
 	// (x-mcp-header). When ctx ends first, the server is told the call
 	// is cancelled, off the caller's way, and call answers ctx's error.
@@ -52,6 +54,13 @@ type link interface {
 // errLinkBroken is a call whose connection failed after the request was
 // sent, before its answer came.
 var errLinkBroken = errors.New("the connection to the server broke during the call")
+
+// errAnswerCut is a call to a streamable HTTP server whose own connection
+// broke before its answer was whole (the answer's body or event stream
+// ended mid-way, with nothing to resume it from). That connection carried
+// this call alone: the session, which other calls and the SDK's own
+// requests use, is not known to have ended, so nothing waits for its end.
+var errAnswerCut = errors.New("the call's own connection broke before its answer was whole")
 
 // errSessionGone is a server that no longer knows the session: it is over.
 var errSessionGone = errors.New("the server no longer knows the session")
@@ -318,7 +327,13 @@ func (l *streamLink) call(ctx context.Context, f *flight, req *jsonrpc.Request, 
 				// read.
 				return nil, &UnreadableError{Why: why}
 			}
-			return answerOf(m)
+			res, err := answerOf(m)
+			if errors.Is(err, errLinkBroken) {
+				// The SDK's stand-in for an answer its stream ended
+				// before, with no event id to resume from.
+				err = errAnswerCut
+			}
+			return res, err
 		case *jsonrpc.Request:
 			if !m.IsCall() {
 				l.i.notifyFor(f, m.Method, m.Params)
@@ -386,7 +401,7 @@ func (l *streamLink) failure(w *wire, err error, written bool) error {
 		// it did not send (a JSON-RPC error of its, not the server's).
 		return errors.New(err.Error())
 	}
-	return errLinkBroken
+	return errAnswerCut
 }
 
 // serverError finds the server's JSON-RPC error in what the SDK's client
