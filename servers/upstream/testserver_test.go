@@ -150,6 +150,10 @@ func serveLegacy() {
 	rawResult, rawSet := os.LookupEnv("UPSTREAM_RAW_RESULT")
 	callsFile := os.Getenv("UPSTREAM_CALLS_FILE")
 	wedged := os.Getenv("UPSTREAM_TEST_WEDGED") != ""
+	// With UPSTREAM_SIZED set, a tools/call is answered with one text of
+	// as many bytes as its argument "bytes" says, in one line; with
+	// UPSTREAM_SIZED=id-last, the id is written after the result.
+	sized := os.Getenv("UPSTREAM_SIZED")
 	var held []byte
 	for in.Scan() {
 		if held != nil {
@@ -177,6 +181,24 @@ func serveLegacy() {
 					_, _ = f.WriteString("tools/call\n")
 					f.Close()
 				}
+			}
+			if sized != "" {
+				var p struct {
+					Params struct {
+						Arguments struct {
+							Bytes int `json:"bytes"`
+						} `json:"arguments"`
+					} `json:"params"`
+				}
+				_ = json.Unmarshal(in.Bytes(), &p)
+				result := `"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", p.Params.Arguments.Bytes) + `"}]}`
+				id := `"id":` + string(req.ID)
+				line := `{"jsonrpc":"2.0",` + id + "," + result + "}\n"
+				if sized == "id-last" {
+					line = `{"jsonrpc":"2.0",` + result + "," + id + "}\n"
+				}
+				_, _ = io.WriteString(os.Stdout, line)
+				continue
 			}
 			if rawSet {
 				line := append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)

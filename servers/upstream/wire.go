@@ -40,8 +40,9 @@ import (
 //     order, and then its refusal (issue 25 defect 5).
 //   - stdioGuard keeps from the SDK's stdio reader a line answering a call
 //     that the SDK would take for a broken connection (JSON nested past
-//     its bound), and hands it to that call as the server's unreadable
-//     answer (issue 25 defect 5), so the session lives on.
+//     its bound, a message past its bound on one line), and hands it to
+//     that call as the server's unreadable answer (issue 25 defect 5), so
+//     the session lives on.
 
 // maxMessage bounds one message of a server: the SDK's own bound on an
 // event of a stream and on a stdio line, which a JSON body is held to too.
@@ -428,20 +429,42 @@ func (g *stdioGuard) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// next is the next line, its newline included; a line past maxMessage is
-// handed on in pieces, for the SDK to refuse as it always has.
+// next is the next line, its newline included. A line whose message is
+// past maxMessage is read to its end, no more of it kept than the bound,
+// and is never handed to the SDK when it answers a call of the hub's: the
+// SDK would refuse it as a broken connection and end the session, and the
+// child with it, though the child answered and is fine. The line is whole
+// and the next one begins after it, so nothing is out of step: the call is
+// refused as the server's unreadable answer, past the bound (issue 25
+// defect 5), and the session lives on. Any other line past the bound (a
+// notification, a request, an answer to the SDK's own request, which waits
+// for it) is handed on, cut at the bound, for the SDK to refuse as it
+// always has.
 func (g *stdioGuard) next() ([]byte, error) {
 	chunk, err := g.src.ReadSlice('\n')
 	if !errors.Is(err, bufio.ErrBufferFull) {
 		return chunk, err
 	}
 	g.line = append(g.line[:0], chunk...)
-	for errors.Is(err, bufio.ErrBufferFull) && len(g.line) < maxMessage {
+	// Room for a message of maxMessage bytes and its line's end.
+	for errors.Is(err, bufio.ErrBufferFull) && len(g.line) < maxMessage+2 {
 		chunk, err = g.src.ReadSlice('\n')
 		g.line = append(g.line, chunk...)
 	}
-	if errors.Is(err, bufio.ErrBufferFull) {
-		err = nil
+	if !errors.Is(err, bufio.ErrBufferFull) && len(bytes.TrimRight(g.line, "\r\n")) <= maxMessage {
+		return g.line, err
+	}
+	var top topMembers
+	top.feed(g.line)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		chunk, err = g.src.ReadSlice('\n')
+		top.feed(chunk)
+	}
+	if id, ok := top.callAnswered(); ok {
+		// Kept from the SDK even where the call is no longer waiting
+		// (it was cancelled): the SDK's session made no such request.
+		g.refuse(id, &UnreadableError{Why: tooLarge})
+		return nil, err
 	}
 	return g.line, err
 }
@@ -460,6 +483,92 @@ func (g *stdioGuard) take(line []byte) bool {
 	// cancelled): the SDK's session made no such request.
 	g.refuse(id, &UnreadableError{Why: nestedWhy(depth(line))})
 	return true
+}
+
+// topMembers reads, from a message fed to it in pieces, as much of its
+// top level as tells a call's answer: a string id and whether it has a
+// method (a request's). It keeps no more of the message than those.
+type topMembers struct {
+	depth             int
+	object            bool // the message is an object
+	wantKey           bool // the next string at the top level is a key
+	inString, escaped bool
+	str               []byte // the top-level string being read, as written
+	keep              bool   // str is a key, or the value of id, and is kept
+	isKey             bool
+	key               string // the last key read
+	id                []byte // the string id, as written
+	method            bool
+}
+
+// A key the scan looks for, or an id the hub wrote, is short: a longer
+// string is not one.
+const topStringMax = 256
+
+func (t *topMembers) feed(b []byte) {
+	for _, c := range b {
+		if t.inString {
+			switch {
+			case t.escaped:
+				t.escaped = false
+			case c == '\\':
+				t.escaped = true
+			case c == '"':
+				t.inString = false
+				t.endString()
+				continue
+			}
+			if t.keep && len(t.str) < topStringMax {
+				t.str = append(t.str, c)
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			t.inString = true
+			t.isKey = t.depth == 1 && t.object && t.wantKey
+			t.keep = t.depth == 1 && t.object && (t.isKey || t.key == "id")
+			t.str = append(t.str[:0], '"')
+			if t.isKey {
+				t.wantKey = false
+			}
+		case '{', '[':
+			if t.depth == 0 && c == '{' {
+				t.object, t.wantKey = true, true
+			}
+			t.depth++
+		case '}', ']':
+			t.depth--
+		case ',':
+			if t.depth == 1 && t.object {
+				t.wantKey = true
+			}
+		}
+	}
+}
+
+func (t *topMembers) endString() {
+	if !t.keep || len(t.str) >= topStringMax {
+		return
+	}
+	var s string
+	if json.Unmarshal(append(t.str, '"'), &s) != nil {
+		return
+	}
+	switch {
+	case t.isKey:
+		t.key = s
+		t.method = t.method || s == "method"
+	case t.key == "id":
+		t.id = append(t.id[:0], s...)
+	}
+}
+
+// callAnswered is the id of the hub's call the message answers; false for
+// any other message.
+func (t *topMembers) callAnswered() (string, bool) {
+	id := string(t.id)
+	return id, !t.method && strings.HasPrefix(id, fastPrefix)
 }
 
 // lenientID reads the top-level id of a response Go's decoder can read
