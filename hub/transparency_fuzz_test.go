@@ -69,14 +69,10 @@ func FuzzTransparency(f *testing.F) {
 		shown := 0
 		for _, s := range rig.servers {
 			sc := sc
-			if sc.cut && !s.stdio && fuzzing() {
-				// Go's fuzzing worker gives an input 10 s, and the hub
-				// takes 2 s to refuse each broken answer of an HTTP server
-				// (it waits for a death of the session that never comes):
-				// a replay compares those, an exploration does not.
-				whole := *sc
-				whole.cut = false
-				sc = &whole
+			if sc.cut && s.stdio {
+				on := *sc
+				on.stdio = true
+				sc = &on
 			}
 			streamed := s.streamed(sc)
 			direct := s.direct.call(t, s.scripts, s.tool, sc, streamed, false)
@@ -476,7 +472,14 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 		if !sc.cut {
 			return false
 		}
-		if failed, _ := h.failed(); failed {
+		// A stdio server's process ended with its answer; an HTTP
+		// server's answer broke on the call's own connection, its
+		// session fine.
+		says := "was cut off on its way back"
+		if sc.stdio {
+			says = "is not running"
+		}
+		if failed, text := h.failed(); failed && strings.Contains(text, says) {
 			refusal, _ := h.Result["structuredContent"].(map[string]any)
 			data, _ := refusal["data"].(map[string]any)
 			if refusal["class"] == "unavailable" && data["may_have_taken_effect"] == true {
@@ -498,6 +501,14 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 			return refuse("unreadable-refused", w, h, says)
 		}
 		return false
+	},
+	"answer-past-bound-refused": func(w, h *view, sc *script) bool {
+		// The body alone past the bound puts the message past it.
+		if w.Refused != "" || len(sc.body) <= boundMessage {
+			return false
+		}
+		return refuse("answer-past-bound-refused", w, h,
+			"answered the call with something the hub could not read (a message larger than the 16 MiB the hub takes)")
 	},
 	"rpc-error-as-result": func(w, h *view, sc *script) bool {
 		if w.RPC == nil {

@@ -326,7 +326,10 @@ const (
 // response around it adds a few tens of bytes, so the first is read
 // whole, unless a hop adds more, and the second is not. Such an input
 // is slow to compare on every route, so no seed holds one.
-var boundSizes = []int{16<<20 - 160, 16<<20 + 64}
+var boundSizes = []int{boundMessage - 160, boundMessage + 64}
+
+// boundMessage is the hub's bound on one message of a server, 16 MiB.
+const boundMessage = 16 << 20
 
 // boundSlot marks where the item that brings a result to its size goes:
 // a NUL, which appendString never writes raw.

@@ -51,6 +51,10 @@ type script struct {
 	// after the notes: an HTTP stream closed mid-event, a stdio server
 	// that exits mid-line.
 	cut bool
+	// stdio is set on the copy sent to a stdio server, whose broken
+	// answer ends its process; an HTTP server's breaks only the call's
+	// connection.
+	stdio bool
 }
 
 // note is a notification the server sends on the call's stream before its
