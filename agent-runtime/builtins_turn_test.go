@@ -125,7 +125,7 @@ func bySubject(turns map[string][]modeltest.Reply) modeltest.Script {
 			if !ok {
 				seat, subject = "alan", key
 			}
-			if len(c.Messages) > 0 && strings.Contains(c.Messages[0].Text, subject) && strings.Contains(c.System, "You are @"+seat+",") {
+			if wokenAbout(c, seat, subject) {
 				return steps[min(c.Round(), len(steps)-1)]
 			}
 		}
@@ -133,13 +133,23 @@ func bySubject(turns map[string][]modeltest.Reply) modeltest.Script {
 	}
 }
 
+// wokenAbout reports whether c is of seat's turn about subject: the
+// opening's first line says what woke it (what the seat recalled, below,
+// may name other subjects).
+func wokenAbout(c modeltest.Conversation, seat, subject string) bool {
+	if len(c.Messages) == 0 || !strings.Contains(c.System, "You are @"+seat+",") {
+		return false
+	}
+	first, _, _ := strings.Cut(c.Messages[0].Text, "\n")
+	return strings.Contains(first, subject)
+}
+
 // results are the tool results seat's turn about subject read after its
 // round of calls number round (0 for the first), in order.
 func results(t *testing.T, m *modeltest.Server, seat, subject string, round int) []modeltest.Result {
 	t.Helper()
 	for _, c := range m.Requests() {
-		if len(c.Messages) > 0 && strings.Contains(c.Messages[0].Text, subject) && strings.Contains(c.System, "You are @"+seat+",") &&
-			c.Round() == round+1 {
+		if wokenAbout(c, seat, subject) && c.Round() == round+1 {
 			return c.LastResults()
 		}
 	}
@@ -389,7 +399,7 @@ func TestOnboardingMarkedThroughTurns(t *testing.T) {
 
 	h.turnFor("alan", "ON-2")
 	for _, c := range h.model.Requests() {
-		if strings.Contains(c.Messages[0].Text, "ON-2") && c.Offers("mark_onboarded") {
+		if wokenAbout(c, "alan", "ON-2") && c.Offers("mark_onboarded") {
 			t.Fatalf("an onboarded seat is offered mark_onboarded: %v", c.Tools)
 		}
 	}
@@ -411,7 +421,7 @@ func TestA2AAskWakesTheColleague(t *testing.T) {
 	ask := modeltest.Call{Name: "a2a_ask", Args: map[string]any{"to": "@grace", "question": question}}
 	h, _ := newBuiltinHarness(t, bySubject(map[string][]modeltest.Reply{
 		"CORE-1":            {call("a2a_ask", map[string]any{"to": "alan", "question": "Me?"}), calls(ask), calls(ask), comment("CORE-1"), done},
-		"grace " + question: {{Text: "Port 8443, behind the internal load balancer."}},
+		"grace a2a_ask": {{Text: "Port 8443, behind the internal load balancer."}},
 	}), nil, nil)
 	feed := &memFeed{}
 	h.rt.opts.Feeds = []Feed{A2AFeed(h.store), FeedOf("mem", feed.read, h.feed.Trigger)}

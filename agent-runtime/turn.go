@@ -127,7 +127,11 @@ func (t *turn) run(ctx context.Context) (outcome, reason, account string) {
 	}
 	t.surface = t.r.opts.Hub.Surface(t.rec.Seat)
 	t.offer()
-	msgs := []Message{{From: FromUser, Text: t.opening()}}
+	opening := t.opening()
+	if recalled := t.prefetch(ctx); recalled != "" {
+		opening += "\n\n" + recalled
+	}
+	msgs := []Message{{From: FromUser, Text: opening}}
 	system := t.system()
 	reminded := false
 	for t.rounds < t.r.opts.MaxRounds {
