@@ -420,7 +420,7 @@ func TestA2AAskWakesTheColleague(t *testing.T) {
 	question := "What port does the staging API listen on?"
 	ask := modeltest.Call{Name: "a2a_ask", Args: map[string]any{"to": "@grace", "question": question}}
 	h, _ := newBuiltinHarness(t, bySubject(map[string][]modeltest.Reply{
-		"CORE-1":            {call("a2a_ask", map[string]any{"to": "alan", "question": "Me?"}), calls(ask), calls(ask), comment("CORE-1"), done},
+		"CORE-1":        {call("a2a_ask", map[string]any{"to": "alan", "question": "Me?"}), calls(ask), calls(ask), comment("CORE-1"), done},
 		"grace a2a_ask": {{Text: "Port 8443, behind the internal load balancer."}},
 	}), nil, nil)
 	feed := &memFeed{}
