@@ -443,7 +443,9 @@ func (b *upstreamBackend) Call(ctx context.Context, _ authority.Caller, tool str
 	return inst.Call(ctx, tool, args)
 }
 
-// CallRaw is Call answering the server's JSON, for the one pass.
+// CallRaw is Call answering the server's JSON, for the one pass. The
+// decoded result it returns is always nil: the instance answers every call
+// as the JSON its server wrote.
 func (b *upstreamBackend) CallRaw(ctx context.Context, _ authority.Caller, tool string, args json.RawMessage) (json.RawMessage, *mcp.CallToolResult, error) {
 	inst := b.inst()
 	if inst == nil {

@@ -43,7 +43,7 @@ var genTexts = []string{
 	"2.0",
 	"result",
 	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
-	`{"jsonrpc":"2.0","id":"crewlet-fast-1","result":{"content":[]}}`,
+	`{"jsonrpc":"2.0","id":"crewlet-call-1","result":{"content":[]}}`,
 	"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n",
 	"event: message\ndata: [1]\nid: 3\n\n",
 	":\n\nretry: 10\n\ndata:",

@@ -19,7 +19,7 @@ import (
 type conn struct {
 	cancel   context.CancelFunc // ends the connection's own context
 	sess     *mcp.ClientSession
-	fast     link // nil when the session carries no fast calls
+	calls    link // nil when the session carries no tool calls
 	child    *child
 	ended    chan struct{}
 	recorded chan struct{}
@@ -92,9 +92,9 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 		close(ended)
 	})
 
-	setup, fast := c.fastLink(tools)
+	setup, calls := c.readyLink(tools)
 	i.mu.Lock()
-	i.fast, i.fastSetup = fast, setup
+	i.calls, i.callSetup = calls, setup
 	changed := !sameTools(i.tools, tools)
 	first := !i.started
 	old := i.tools
@@ -145,7 +145,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 			probe = probeResult{err: "the sse transport has no discover"}
 			lk := newSharedLink(i, false)
 			inner = &tapTransport{inner: &mcp.SSEClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxEventSize: maxMessage}, raw: raw, link: lk}
-			c.fast = lk
+			c.calls = lk
 		} else {
 			if !probed {
 				probe = probeHTTP(ctx, hc, spec.URL, i.client(), i.opts.ProbeTimeout)
@@ -154,7 +154,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 			// Calls skip the tap: it reads tools/list answers and the
 			// notifications of the session's own streams, and a call's
 			// link reads its stream itself.
-			c.fast = &streamLink{i: i, transport: &mcp.StreamableClientTransport{Endpoint: spec.URL, MaxEventSize: maxMessage,
+			c.calls = &streamLink{i: i, transport: &mcp.StreamableClientTransport{Endpoint: spec.URL, MaxEventSize: maxMessage,
 				HTTPClient: &http.Client{Transport: sessionRT{headers: spec.Headers, base: base}, Timeout: i.opts.HTTPClient.Timeout}}}
 		}
 	default:
@@ -175,7 +175,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 		lk := newSharedLink(i, true)
 		out := readCloser{newStdioGuard(rest, lk.refuse), ch.stdout}
 		inner = &tapTransport{inner: &mcp.IOTransport{Reader: out, Writer: ch.stdin}, raw: raw, link: lk, notify: true}
-		c.fast = lk
+		c.calls = lk
 	}
 	version := link
 	if !probed {
@@ -231,19 +231,19 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	return c, nil
 }
 
-// fastLink readies the connection's link once the session is open: the
+// readyLink readies the connection's link once the session is open: the
 // revision it speaks, its session id, the _meta its requests carry (from
 // 2026-07-28 on, as the SDK's client wrote it on its own requests), and
 // the tools whose arguments travel in headers too.
-func (c *conn) fastLink(tools []Tool) (linkSetup, link) {
-	if c.fast == nil || c.sess == nil || c.sess.InitializeResult() == nil {
+func (c *conn) readyLink(tools []Tool) (linkSetup, link) {
+	if c.calls == nil || c.sess == nil || c.sess.InitializeResult() == nil {
 		return linkSetup{}, nil
 	}
 	setup := linkSetup{version: c.sess.InitializeResult().ProtocolVersion}
 	if setup.version >= modernVersion {
 		setup.meta = c.rawAnn.requestMeta()
 	}
-	switch lk := c.fast.(type) {
+	switch lk := c.calls.(type) {
 	case *streamLink:
 		lk.session, lk.version, lk.meta = c.sess.ID(), setup.version, setup.meta
 		if setup.version >= modernVersion {
@@ -261,7 +261,7 @@ func (c *conn) fastLink(tools []Tool) (linkSetup, link) {
 	case *sharedLink:
 		lk.meta = setup.meta
 	}
-	return setup, c.fast
+	return setup, c.calls
 }
 
 func (c *conn) raw(tool string) json.RawMessage {
@@ -315,6 +315,6 @@ func seconds(d time.Duration) string {
 // is not told it may have taken effect.
 func (i *Instance) forgetLocked(c *conn) {
 	if i.sess == c.sess {
-		i.sess, i.ended, i.fast = nil, nil, nil
+		i.sess, i.ended, i.calls = nil, nil, nil
 	}
 }

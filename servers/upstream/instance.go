@@ -154,10 +154,10 @@ type Instance struct {
 	probed   bool
 	features Features
 	flights  flights
-	// fast carries the tool calls of the current session, set up as
-	// fastSetup says.
-	fast      link
-	fastSetup linkSetup
+	// calls carries the tool calls of the current session, set up as
+	// callSetup says.
+	calls     link
+	callSetup linkSetup
 
 	// transport is the HTTP transport the instance made for itself, whose
 	// idle connections it closes when it stops.

@@ -196,17 +196,17 @@ func (g *rig) called(tool string) int {
 	return g.calls[tool]
 }
 
-// rigInstance starts an instance on the rig and checks its calls go the
-// fast way on the revision asked for.
+// rigInstance starts an instance on the rig and checks its calls have a
+// link on the revision asked for.
 func rigInstance(t *testing.T, spec Resolved, modern bool) *Instance {
 	t.Helper()
 	in, _ := startTest(t, spec, func(o *Options) { o.Schedule = &Schedule{Base: time.Hour, Jitter: -1} })
 	waitState(t, in, StateRunning, 10*time.Second)
 	in.mu.Lock()
-	fast, version := in.fast != nil, in.fastSetup.version
+	linked, version := in.calls != nil, in.callSetup.version
 	in.mu.Unlock()
-	if !fast || (version >= modernVersion) != modern {
-		t.Fatalf("fast link %v on revision %q; want it on modern=%v", fast, version, modern)
+	if !linked || (version >= modernVersion) != modern {
+		t.Fatalf("link %v on revision %q; want it on modern=%v", linked, version, modern)
 	}
 	return in
 }
@@ -217,7 +217,7 @@ var revisions = map[string]bool{"2025-11-25": false, "2026-07-28": true}
 // Issue 25 defect 1: a result that holds "method" anywhere but at the top
 // of the message (structured content, _meta, a text) is the call's answer,
 // on every transport and both revisions.
-func TestFastResultHoldingMethodIsAnswered(t *testing.T) {
+func TestResultHoldingMethodIsAnswered(t *testing.T) {
 	for rev, modern := range revisions {
 		g := startRig(t, modern, nil)
 		env := map[string]string{"UPSTREAM_ISSUE25": "1"}
@@ -255,7 +255,7 @@ func TestFastResultHoldingMethodIsAnswered(t *testing.T) {
 // Issue 25 defect 3: a session revision's result that carries the members
 // of a 2026-07-28 input request is answered as the server wrote it, and
 // the call reaches the server once, over HTTP and over stdio.
-func TestFastInputRequestOnSessionRevisionSentOnce(t *testing.T) {
+func TestInputRequestOnSessionRevisionSentOnce(t *testing.T) {
 	result := `{"content":[{"type":"text","text":"asked"}],"resultType":"input_required","inputRequests":{"r":{"method":"roots/list"}}}`
 	g := startRig(t, false, map[string]fault{"write": func(w http.ResponseWriter, id json.RawMessage) {
 		w.Header().Set("Content-Type", "application/json")
@@ -325,7 +325,7 @@ func sampled(text string) func(context.Context, *mcp.CreateMessageParams) (*mcp.
 // round of a multi round-trip request. The client's answer goes back in a
 // request that carries it; the call as the client made it reaches the
 // server once.
-func TestFastMultiRoundTripSendsTheCallOnce(t *testing.T) {
+func TestMultiRoundTripSendsTheCallOnce(t *testing.T) {
 	g := startRig(t, true, nil)
 	in := rigInstance(t, Resolved{Name: "rig", Transport: TransportHTTP, URL: g.url}, true)
 	client := &scripted{elicit: func(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
@@ -354,7 +354,7 @@ func TestFastMultiRoundTripSendsTheCallOnce(t *testing.T) {
 // sampling request (a client that hung up) ends at its bound all the same;
 // the server's request is answered with an error, the call leaves the
 // flights, and the next call's sampling reaches its own client.
-func TestFastAbandonedSamplingEndsWithItsCall(t *testing.T) {
+func TestAbandonedSamplingEndsWithItsCall(t *testing.T) {
 	g := startRig(t, false, nil)
 	// Over HTTP the request comes on the call's own stream; over stdio and
 	// legacy SSE on the session's one connection, through the SDK's client.
@@ -411,7 +411,7 @@ func abandonSampling(t *testing.T, in *Instance) {
 // Issue 25 defect 4: a sampling request that comes on a call's own
 // response stream is that call's, and reaches its client though another
 // call to the server is in flight.
-func TestFastRequestOnOwnStreamReachesItsClient(t *testing.T) {
+func TestRequestOnOwnStreamReachesItsClient(t *testing.T) {
 	g := startRig(t, false, nil)
 	in := rigInstance(t, Resolved{Name: "rig", Transport: TransportHTTP, URL: g.url}, false)
 	other := &scripted{sample: func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
@@ -464,7 +464,7 @@ func wantUnreadable(t *testing.T, err error, why string) {
 // condition a retry clears, over HTTP (a JSON body and an event stream, on
 // both revisions) and over stdio, each saying what was wrong with it; the
 // server's session lives on.
-func TestFastUnreadableAnswerIsTheServers(t *testing.T) {
+func TestUnreadableAnswerIsTheServers(t *testing.T) {
 	answers := []struct {
 		result, why string
 	}{
@@ -527,7 +527,7 @@ func TestFastUnreadableAnswerIsTheServers(t *testing.T) {
 
 // Issue 25 defect 8: one message past the bound (a JSON body, one event of
 // a stream) is refused as such, not gathered without end.
-func TestFastAnswerPastTheBoundIsRefused(t *testing.T) {
+func TestAnswerPastTheBoundIsRefused(t *testing.T) {
 	big := func(sse bool) fault {
 		return func(w http.ResponseWriter, id json.RawMessage) {
 			head := `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"`
@@ -582,7 +582,7 @@ func (l *logSink) Log(_ context.Context, p *mcp.LoggingMessageParams) error {
 // call's client, all of it and in order, before the call is refused; the
 // SDK's client, which takes such an answer for a broken connection, would
 // drop what it had read and not yet handed over.
-func TestFastLogLinesBeforeAnUnreadableAnswerArrive(t *testing.T) {
+func TestLogLinesBeforeAnUnreadableAnswerArrive(t *testing.T) {
 	const lines = 8
 	stream := func(answer func(w io.Writer, id json.RawMessage)) fault {
 		return func(w http.ResponseWriter, id json.RawMessage) {

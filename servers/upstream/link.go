@@ -65,9 +65,9 @@ var errAnswerCut = errors.New("the call's own connection broke before its answer
 // errSessionGone is a server that no longer knows the session: it is over.
 var errSessionGone = errors.New("the server no longer knows the session")
 
-// fastPrefix begins the id of every call the hub writes; the SDK's own
+// callPrefix begins the id of every call the hub writes; the SDK's own
 // requests have integer ids, so the two never collide.
-const fastPrefix = "crewlet-fast-"
+const callPrefix = "crewlet-call-"
 
 // answerOf reads a call's response: its result, or the server's error.
 // An error that is not the server's is the SDK's client saying the stream
@@ -181,7 +181,7 @@ func (l *sharedLink) call(ctx context.Context, _ *flight, req *jsonrpc.Request, 
 		case <-ctx.Done():
 			return l.cancel(ctx, req)
 		case <-late.C:
-			id, _ := jsonrpc.MakeID(fastPrefix + "nudge-" + strconv.FormatInt(nudges.Add(1), 10))
+			id, _ := jsonrpc.MakeID(callPrefix + "nudge-" + strconv.FormatInt(nudges.Add(1), 10))
 			_ = l.conn.Write(ctx, &jsonrpc.Request{ID: id, Method: "ping"})
 			next = min(2*next, nudgeMax)
 			late.Reset(next)
@@ -220,7 +220,7 @@ func (l *sharedLink) forget(id string) {
 // request.
 func (l *sharedLink) deliver(r *jsonrpc.Response) bool {
 	id, ok := r.ID.Raw().(string)
-	if !ok || !strings.HasPrefix(id, fastPrefix) {
+	if !ok || !strings.HasPrefix(id, callPrefix) {
 		return false
 	}
 	res, err := answerOf(r)

@@ -57,7 +57,7 @@ func (c *cutStream) Flush() {
 // resumed after the last event read (a GET with Last-Event-ID), as the
 // SDK's client resumes it, and answered once: the server, which keeps its
 // events (a go-sdk server with an event store), replays the answer.
-func TestFastCallResumesABrokenStream(t *testing.T) {
+func TestCallResumesABrokenStream(t *testing.T) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "resumable", Version: "0"}, nil)
 	cut := make(chan struct{})
 	var calls atomic.Int32

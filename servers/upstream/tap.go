@@ -37,7 +37,7 @@ type rawAnnotations struct {
 	pending map[string]bool // ids of tools/list requests awaiting an answer
 	byTool  map[string]json.RawMessage
 	// meta is the _meta members the SDK's client puts on every request
-	// of a 2026-07-28 session, which fast calls carry too.
+	// of a 2026-07-28 session, which the link's calls carry too.
 	meta []byte
 }
 

@@ -472,11 +472,11 @@ func (g *stdioGuard) next() ([]byte, error) {
 // take hands a call's over-deep answer to the call; false for any other
 // line.
 func (g *stdioGuard) take(line []byte) bool {
-	if !bytes.Contains(line, []byte(`"`+fastPrefix)) || depth(line) <= rawjson.MaxDepth {
+	if !bytes.Contains(line, []byte(`"`+callPrefix)) || depth(line) <= rawjson.MaxDepth {
 		return false
 	}
 	var id string
-	if json.Unmarshal(lenientID(line), &id) != nil || !strings.HasPrefix(id, fastPrefix) {
+	if json.Unmarshal(lenientID(line), &id) != nil || !strings.HasPrefix(id, callPrefix) {
 		return false
 	}
 	// Kept from the SDK even where the call is no longer waiting (it was
@@ -568,7 +568,7 @@ func (t *topMembers) endString() {
 // any other message.
 func (t *topMembers) callAnswered() (string, bool) {
 	id := string(t.id)
-	return id, !t.method && strings.HasPrefix(id, fastPrefix)
+	return id, !t.method && strings.HasPrefix(id, callPrefix)
 }
 
 // lenientID reads the top-level id of a response Go's decoder can read

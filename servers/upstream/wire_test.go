@@ -10,16 +10,16 @@ func TestTopMembersTellsACallsAnswer(t *testing.T) {
 		msg  string
 		want string // the call's id; "" for no call's answer
 	}{
-		{`{"jsonrpc":"2.0","id":"crewlet-fast-7","result":{}}`, "crewlet-fast-7"},
-		{`{"result":{"id":"x","text":"\"id\":\"crewlet-fast-1\""},"id":"crewlet-fast-8"}`, "crewlet-fast-8"},
-		{`{"\u0069d":"crewlet-fast-9","result":[1,{"method":"m"}]}`, "crewlet-fast-9"},
-		{`{"id":"crewlet-fast-\u0031\"","result":{}}`, `crewlet-fast-1"`},
-		{`{"result":{"id":"crewlet-fast-1"},"id":3}`, ""},
-		{`{"id":"crewlet-fast-1","method":"sampling/createMessage","params":{}}`, ""},
+		{`{"jsonrpc":"2.0","id":"crewlet-call-7","result":{}}`, "crewlet-call-7"},
+		{`{"result":{"id":"x","text":"\"id\":\"crewlet-call-1\""},"id":"crewlet-call-8"}`, "crewlet-call-8"},
+		{`{"\u0069d":"crewlet-call-9","result":[1,{"method":"m"}]}`, "crewlet-call-9"},
+		{`{"id":"crewlet-call-\u0031\"","result":{}}`, `crewlet-call-1"`},
+		{`{"result":{"id":"crewlet-call-1"},"id":3}`, ""},
+		{`{"id":"crewlet-call-1","method":"sampling/createMessage","params":{}}`, ""},
 		{`{"id":"other-1","result":{}}`, ""},
-		{`{"id":["crewlet-fast-1"],"result":{}}`, ""},
-		{`[{"id":"crewlet-fast-1","result":{}}]`, ""},
-		{`{"method":"notifications/message","params":{"id":"crewlet-fast-1"}}`, ""},
+		{`{"id":["crewlet-call-1"],"result":{}}`, ""},
+		{`[{"id":"crewlet-call-1","result":{}}]`, ""},
+		{`{"method":"notifications/message","params":{"id":"crewlet-call-1"}}`, ""},
 	} {
 		for _, piece := range []int{1, 3, len(c.msg)} {
 			var top topMembers

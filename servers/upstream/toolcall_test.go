@@ -57,8 +57,8 @@ func TestCallRawAnswersWhatADirectClientGets(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer direct.Close()
-			if v := direct.InitializeResult().ProtocolVersion; v != in.fastSetup.version {
-				t.Fatalf("direct on %s, the instance on %s", v, in.fastSetup.version)
+			if v := direct.InitializeResult().ProtocolVersion; v != in.callSetup.version {
+				t.Fatalf("direct on %s, the instance on %s", v, in.callSetup.version)
 			}
 			for _, args := range []string{`{"text":"hello"}`, `{"text":"line\nbreak \u00e9 <&>"}`, `{}`} {
 				want, err := direct.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: json.RawMessage(args)})
@@ -97,7 +97,7 @@ func TestCallRawAnswersWhatADirectClientGets(t *testing.T) {
 	}
 }
 
-// MCP-6: a child that dies under a fast call is answered as down, the call
+// MCP-6: a child that dies under a call is answered as down, the call
 // marked as possibly having taken effect, in the death watch's words.
 func TestCallRawInFlightOnDeath(t *testing.T) {
 	in, _ := startTest(t, testSpec(t, "go-sdk", nil), func(o *Options) {
@@ -109,7 +109,7 @@ func TestCallRawInFlightOnDeath(t *testing.T) {
 	_, _, err := in.CallRaw(ctx, "crash", json.RawMessage(`{}`))
 	var down *DownError
 	if !errors.As(err, &down) || !down.InFlight || !strings.Contains(down.Cause, "exited with status 3") {
-		t.Fatalf("in-flight fast call: %#v (%v)", down, err)
+		t.Fatalf("in-flight call: %#v (%v)", down, err)
 	}
 }
 

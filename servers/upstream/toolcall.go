@@ -38,18 +38,18 @@ type linkSetup struct {
 	headerArgs map[string][]paramBinding
 }
 
-// fastIDs numbers the hub's calls.
-var fastIDs atomic.Int64
+// callIDs numbers the hub's calls.
+var callIDs atomic.Int64
 
 // CallRaw runs a tool on the server, answering its result as the JSON the
 // server wrote. res is always nil: every call is answered raw. Every call
 // is told to the instance's HopObserver.
 func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessage) (raw json.RawMessage, res *mcp.CallToolResult, err error) {
 	i.mu.Lock()
-	sess, recorded, lk, setup := i.sess, i.recorded, i.fast, i.fastSetup
+	sess, recorded, lk, setup := i.sess, i.recorded, i.calls, i.callSetup
 	i.mu.Unlock()
 	hopCtx, hopDone := i.opts.Hops.HopStarted(ctx, i.opts.Spec.Name, name)
-	raw, err = i.callFast(hopCtx, sess, recorded, lk, setup, name, args)
+	raw, err = i.callTool(hopCtx, sess, recorded, lk, setup, name, args)
 	hopDone(err)
 	return raw, nil, err
 }
@@ -58,7 +58,7 @@ func (i *Instance) CallRaw(ctx context.Context, name string, args json.RawMessag
 // input, as the SDK's client bounds them.
 const maxInputRounds = 10
 
-func (i *Instance) callFast(ctx context.Context, sess *mcp.ClientSession, recorded chan struct{}, lk link, setup linkSetup, name string, args json.RawMessage) (json.RawMessage, error) {
+func (i *Instance) callTool(ctx context.Context, sess *mcp.ClientSession, recorded chan struct{}, lk link, setup linkSetup, name string, args json.RawMessage) (json.RawMessage, error) {
 	if sess == nil || lk == nil {
 		return nil, i.downError(false)
 	}
@@ -227,7 +227,7 @@ func toolsCall(name string, args json.RawMessage, token string, meta, more []byt
 		b = append(append(b, ','), more...)
 	}
 	b = append(b, '}')
-	id, _ := jsonrpc.MakeID(fastPrefix + strconv.FormatInt(fastIDs.Add(1), 10))
+	id, _ := jsonrpc.MakeID(callPrefix + strconv.FormatInt(callIDs.Add(1), 10))
 	return &jsonrpc.Request{ID: id, Method: "tools/call", Params: b}
 }
 
@@ -248,7 +248,7 @@ func askingForInput(raw []byte) bool {
 }
 
 // metaMembers reads, from the params of a request the SDK's client wrote,
-// the _meta members a fast request must carry too. nil when there are
+// the _meta members a tool call the hub writes must carry too. nil when there are
 // none (a session revision).
 func metaMembers(params []byte) []byte {
 	var meta []byte
@@ -278,7 +278,7 @@ func metaMembers(params []byte) []byte {
 	return out
 }
 
-// serverRequest answers a request a server sends while a fast call runs on
+// serverRequest answers a request a server sends while a tool call runs on
 // a session revision, as the SDK's client would answer it: through the
 // client of the call f when the request came on that call's own response
 // stream, else of the one call in flight (f nil).
