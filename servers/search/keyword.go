@@ -327,7 +327,10 @@ func fuzzyQuery(text, scope string) (query.Query, bool) {
 }
 
 // combine joins loose matches (any may match), quoted phrases (each must)
-// and a scope (must).
+// and a scope (must). Beside phrases the loose words only rank; with no
+// phrase one of them at least must match: a boolean query's should clauses
+// are optional beside a must, so a scope alone would answer every document
+// in it.
 func combine(should []query.Query, phrases []string, scope string) query.Query {
 	var must []query.Query
 	for _, p := range phrases {
@@ -348,7 +351,11 @@ func combine(should []query.Query, phrases []string, scope string) query.Query {
 	}
 	b := bleve.NewBooleanQuery()
 	b.AddMust(must...)
-	b.AddShould(should...)
+	if len(phrases) == 0 {
+		b.AddMust(bleve.NewDisjunctionQuery(should...))
+	} else {
+		b.AddShould(should...)
+	}
 	return b
 }
 

@@ -105,6 +105,21 @@ func TestScope(t *testing.T) {
 	}
 }
 
+// A keyword search narrowed to a scope answers the scope's documents that
+// match its words, not every document of the scope: a container's pages
+// that do not say what was asked are no answer (KB-3, issue 30).
+func TestScopedKeywordMatchesWords(t *testing.T) {
+	h := newHarness(t, nil)
+	h.put(Doc{ID: "a1", Title: "Invoice run", Body: "Monthly billing.", Scope: "A"},
+		Doc{ID: "a2", Title: "Holiday rota", Body: "Who is away in August.", Scope: "A"})
+	if res := h.search(Query{Text: "zebra", Mode: ModeKeyword, Scope: "A"}); len(res.Hits) != 0 {
+		t.Fatalf("a word no document says found %v", ids(res))
+	}
+	if res := h.search(Query{Text: "invoice", Mode: ModeKeyword, Scope: "A"}); !slices.Equal(ids(res), []string{"a1"}) {
+		t.Fatalf("invoice in scope A: %v", ids(res))
+	}
+}
+
 // A hidden document (a draft) is found by no search, in any mode, until it
 // is shown; hidden again, it is gone again (KB-3).
 func TestHiddenNeverFound(t *testing.T) {
