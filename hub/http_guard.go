@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/oauth"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
@@ -74,25 +75,26 @@ func isLoopbackHost(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// authenticate decides the request by its own bearer token (OPS-1). A token
-// revoked while a client's session is open fails here on that client's very
-// next request; a session id is never accepted in place of a credential.
+// authenticate decides the request by its own bearer token (OPS-1): a
+// static token of the company file or an access token of its identity
+// provider, one chain (verifyBearer). A token revoked, or expired, while a
+// client's session is open fails here on that client's very next request;
+// a session id is never accepted in place of a credential.
 func (f *operator) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fields := strings.Fields(r.Header.Get("Authorization"))
-		reason := "no bearer token"
+		ref := &oauth.Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token"}
 		if len(fields) == 2 && strings.EqualFold(fields[0], "bearer") {
-			if p, ok := f.tokens.Verify(fields[1]); ok {
+			p, refused := f.verifyBearer(r.Context(), r, fields[1])
+			if refused == nil {
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
 				return
 			}
-			reason = "unknown or revoked token"
+			ref = refused
 		}
 		// The presented token is never logged, not even in part; the
 		// refusals are sampled, since anyone can send them.
-		f.refusals.note(slog.LevelInfo, "operator_auth_refused", reason, "path", clip(r.URL.Path), "remote", r.RemoteAddr)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="crewlet"`)
-		http.Error(w, "Unauthorized: "+reason, http.StatusUnauthorized)
+		f.refuseBearer(w, r, ref)
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/oauth"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -28,6 +29,7 @@ type Hub struct {
 	company  *Catalogue
 	router   *Router
 	tokens   *authority.Tokens
+	oauth    *oauth.Verifier
 	clean    *sanitize.Sanitizer
 	dir      atomic.Pointer[authority.Directory]
 	cfg      atomic.Pointer[config.Company]
@@ -66,6 +68,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		log:     opts.Logger,
 		company: NewCatalogue(),
 		tokens:  authority.NewTokens(),
+		oauth:   oauth.New(nil),
 		clean:   opts.Sanitizer,
 		seats:   newSeatGate(opts.Leases, opts.Fleet != nil),
 	}
@@ -78,7 +81,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout,
 		observe: CallObservers(opts.Observers.Calls)}
 	h.operator = newOperator(operatorDeps{
-		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, control: h,
+		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, oauth: h.oauth, control: h,
 		changes: newChangeFeed(),
 	})
 	h.operator.screen = newScreen(h.operator, h.life.Done())
@@ -224,6 +227,7 @@ func (h *Hub) Apply(c *config.Company) error {
 		h.given[v] = true
 	}
 	h.tokens.Replace(entries)
+	h.oauth.Set(oauthConfig(c))
 	h.clean.SetSecrets(slices.Collect(maps.Keys(h.given)))
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/oauth"
 	"github.com/crewlet/hub/hub/screen"
 	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers/upstream"
@@ -47,6 +48,9 @@ type operatorDeps struct {
 	company *Catalogue
 	router  *Router
 	tokens  *authority.Tokens
+	// oauth checks the identity provider's access tokens, when the
+	// company names one (operator_oauth.go).
+	oauth   *oauth.Verifier
 	control control
 	// changes is what the screen watches: every server and catalogue
 	// change is said there.
@@ -138,6 +142,8 @@ func (h *Hub) Handler() http.Handler {
 	mux.Handle("GET /artifacts/{id}/{path...}", f.guard(f.authenticate(http.HandlerFunc(f.serveArtifact))))
 	// The dashboard's trash, and a person's decisions about an artifact.
 	f.registerTrash(mux)
+	// Where an MCP client finds the identity provider to sign in with.
+	f.registerOAuth(mux)
 	if f.opts.Metrics != nil {
 		mux.Handle("GET /metrics", f.guard(f.authenticate(f.opts.Metrics)))
 	}

@@ -1,0 +1,343 @@
+// Package oauth makes the hub an OAuth 2.1 resource server for the
+// company's identity provider (issue 26): it checks the provider's JWT
+// access tokens (signature against the provider's published keys, issuer,
+// expiry, audience, scopes) with a maintained OIDC library, maps each to
+// the person's seat it names, and describes the hub as a protected resource
+// (RFC 9728) so that an MCP client can find where to sign in.
+//
+// It holds no token parsing of its own: go-oidc verifies the JWT and keeps
+// the provider's key set, fetching it anew when a token names a key it does
+// not hold, which is how a key rotation at the provider is followed.
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/crewlet/hub/authority"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// Config is what the company file declares: the provider, what the hub
+// requires of its tokens, and who each token may be.
+type Config struct {
+	Issuer string
+	// Audience is accepted beside the hub's own resource URL, for
+	// providers that write an audience of their own naming.
+	Audience string
+	Scopes   []string
+	People   []Person
+}
+
+// Person is a seat a token can act as: by its subject, or by the e-mail the
+// provider verified.
+type Person struct {
+	Seat    string
+	Subject string
+	Email   string
+	Admin   bool
+}
+
+// CredentialPrefix starts the credential id a token's writes are
+// attributed with (OPS-4): the seat acts, "oidc:<subject>" is how.
+const CredentialPrefix = "oidc:"
+
+// ClockSkew is how far the hub's clock and the provider's may disagree
+// before a token reads as expired: a token is taken until this long after
+// its exp.
+const ClockSkew = 30 * time.Second
+
+// retryDiscovery bounds how often an unreachable provider is asked again:
+// every refused request would otherwise wait on it.
+const retryDiscovery = 5 * time.Second
+
+// Refusal is why a token was not accepted, in the terms of RFC 6750: the
+// status to answer, the error code for the challenge, and a sentence.
+type Refusal struct {
+	Status int
+	// Code is "invalid_token", "insufficient_scope", or empty where the
+	// token was good but names nobody here.
+	Code   string
+	Reason string
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+
+// Verifier checks the provider's tokens. The zero value accepts nothing;
+// Set gives it a configuration. It is safe for concurrent use.
+type Verifier struct {
+	client *http.Client
+	now    func() time.Time
+
+	mu             sync.Mutex
+	cfg            *Config
+	bySub, byEmail map[string]Person
+	// provider verifies the tokens of cfg.Issuer, discovered once and
+	// kept across revisions that name the same issuer, so its key set
+	// stays warm.
+	provider    *oidc.IDTokenVerifier
+	providerFor string
+	lastErr     error
+	lastTry     time.Time
+	discovering chan struct{}
+}
+
+// New returns a verifier that reaches the provider with client (nil: a
+// client with a timeout).
+func New(client *http.Client) *Verifier {
+	if client == nil {
+		client = &http.Client{Timeout: 10 * time.Second}
+	}
+	return &Verifier{client: client, now: time.Now}
+}
+
+// Set replaces the configuration; nil turns token checking off.
+func (v *Verifier) Set(cfg *Config) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.cfg = cfg
+	v.bySub, v.byEmail = map[string]Person{}, map[string]Person{}
+	if cfg == nil {
+		return
+	}
+	for _, p := range cfg.People {
+		if p.Subject != "" {
+			v.bySub[p.Subject] = p
+		}
+		if p.Email != "" {
+			v.byEmail[strings.ToLower(p.Email)] = p
+		}
+	}
+	if cfg.Issuer != v.providerFor {
+		v.provider, v.providerFor, v.lastErr, v.lastTry = nil, "", nil, time.Time{}
+	}
+}
+
+// Enabled reports whether a provider is configured.
+func (v *Verifier) Enabled() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.cfg != nil
+}
+
+// Scopes are the scopes every token must carry.
+func (v *Verifier) Scopes() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.cfg == nil {
+		return nil
+	}
+	return append([]string(nil), v.cfg.Scopes...)
+}
+
+// Metadata is the protected-resource document (RFC 9728) for resource, the
+// URL a client reaches the hub by; nil when no provider is configured.
+func (v *Verifier) Metadata(resource string) *oauthex.ProtectedResourceMetadata {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.cfg == nil {
+		return nil
+	}
+	return &oauthex.ProtectedResourceMetadata{
+		Resource:               resource,
+		AuthorizationServers:   []string{v.cfg.Issuer},
+		ScopesSupported:        append([]string(nil), v.cfg.Scopes...),
+		BearerMethodsSupported: []string{"header"},
+		ResourceName:           "Crewlet hub",
+	}
+}
+
+// tokenClaims are the claims beside the registered ones that decide a
+// token: its scopes (RFC 9068 "scope", or the "scp" some providers write)
+// and the person's e-mail.
+type tokenClaims struct {
+	Scope         string `json:"scope"`
+	Scp           any    `json:"scp"`
+	Email         string `json:"email"`
+	EmailVerified any    `json:"email_verified"`
+}
+
+// Verify checks a bearer token presented to the hub at one of resources
+// (the URLs it may have been issued for) and returns the principal it acts
+// as. A refusal is a *Refusal.
+func (v *Verifier) Verify(ctx context.Context, raw string, resources []string) (authority.Principal, error) {
+	verifier, cfg, err := v.verifier(ctx)
+	if err != nil {
+		return authority.Principal{}, err
+	}
+	tok, err := verifier.Verify(ctx, raw)
+	if err != nil {
+		var expired *oidc.TokenExpiredError
+		if errors.As(err, &expired) {
+			return authority.Principal{}, &Refusal{http.StatusUnauthorized, "invalid_token",
+				fmt.Sprintf("the token expired at %s; ask the identity provider for a new one", expired.Expiry.UTC().Format(time.RFC3339))}
+		}
+		return authority.Principal{}, &Refusal{http.StatusUnauthorized, "invalid_token",
+			fmt.Sprintf("the token is not one %s signed: %v", cfg.Issuer, err)}
+	}
+	if !audienceFits(tok.Audience, cfg.Audience, resources) {
+		want := resources
+		if cfg.Audience != "" {
+			want = append([]string{cfg.Audience}, resources...)
+		}
+		return authority.Principal{}, &Refusal{http.StatusUnauthorized, "invalid_token",
+			fmt.Sprintf("the token was issued for %s, not for this hub (%s); ask for it with this hub as the resource",
+				strings.Join(tok.Audience, ", "), strings.Join(want, " or "))}
+	}
+	var c tokenClaims
+	if err := tok.Claims(&c); err != nil {
+		return authority.Principal{}, &Refusal{http.StatusUnauthorized, "invalid_token", "the token's claims cannot be read: " + err.Error()}
+	}
+	have := scopesOf(c)
+	var missing []string
+	for _, s := range cfg.Scopes {
+		if !have[s] {
+			missing = append(missing, s)
+		}
+	}
+	if len(missing) > 0 {
+		return authority.Principal{}, &Refusal{http.StatusForbidden, "insufficient_scope",
+			fmt.Sprintf("the token lacks the scope %s this hub requires; ask for it with scope %q", strings.Join(missing, ", "), strings.Join(cfg.Scopes, " "))}
+	}
+	p, ok := v.person(tok.Subject, c)
+	if !ok {
+		return authority.Principal{}, &Refusal{http.StatusForbidden, "",
+			fmt.Sprintf("the token's subject %q names no person's seat in this company; an administrator sets oidc_subject (or email) on the person's role", tok.Subject)}
+	}
+	return authority.Principal{TokenID: CredentialPrefix + tok.Subject, Seat: p.Seat, Admin: p.Admin}, nil
+}
+
+func (v *Verifier) person(sub string, c tokenClaims) (Person, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if p, ok := v.bySub[sub]; ok {
+		return p, true
+	}
+	// An e-mail the provider did not verify is only what its holder typed.
+	if c.Email != "" && verified(c.EmailVerified) {
+		p, ok := v.byEmail[strings.ToLower(c.Email)]
+		return p, ok
+	}
+	return Person{}, false
+}
+
+// verifier returns the provider's token verifier, discovering the provider
+// on first use: a hub starts whether or not its provider answers, and a
+// provider that comes up later is found then.
+func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, Config, error) {
+	for {
+		v.mu.Lock()
+		if v.cfg == nil {
+			v.mu.Unlock()
+			return nil, Config{}, &Refusal{http.StatusUnauthorized, "invalid_token", "this hub accepts no identity provider's tokens"}
+		}
+		cfg := *v.cfg
+		if v.provider != nil {
+			p := v.provider
+			v.mu.Unlock()
+			return p, cfg, nil
+		}
+		if v.lastErr != nil && v.now().Sub(v.lastTry) < retryDiscovery {
+			err := v.lastErr
+			v.mu.Unlock()
+			return nil, cfg, unreachable(cfg.Issuer, err)
+		}
+		if wait := v.discovering; wait != nil {
+			v.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, cfg, unreachable(cfg.Issuer, ctx.Err())
+			}
+		}
+		done := make(chan struct{})
+		v.discovering = done
+		v.mu.Unlock()
+
+		// The provider keeps this context's client for its key set's
+		// later fetches, so it is not the request's context.
+		var idv *oidc.IDTokenVerifier
+		p, err := oidc.NewProvider(oidc.ClientContext(context.Background(), v.client), cfg.Issuer)
+		if err == nil {
+			idv = v.tokenVerifier(p)
+		}
+		v.mu.Lock()
+		v.discovering = nil
+		if v.cfg != nil && v.cfg.Issuer == cfg.Issuer {
+			v.provider, v.providerFor, v.lastErr, v.lastTry = idv, cfg.Issuer, err, v.now()
+		}
+		v.mu.Unlock()
+		close(done)
+		if err != nil {
+			return nil, cfg, unreachable(cfg.Issuer, err)
+		}
+	}
+}
+
+func (v *Verifier) tokenVerifier(p *oidc.Provider) *oidc.IDTokenVerifier {
+	// Verifier, not VerifierContext: the provider's one key set, which
+	// VerifierContext would make anew for each verifier.
+	return p.Verifier(&oidc.Config{
+		// The audience is the resource's, checked below against the
+		// request, not an OAuth client's id.
+		SkipClientIDCheck: true,
+		Now:               func() time.Time { return v.now().Add(-ClockSkew) },
+	})
+}
+
+func unreachable(issuer string, err error) *Refusal {
+	return &Refusal{http.StatusServiceUnavailable, "",
+		fmt.Sprintf("the identity provider %s could not be asked for its keys, so no token of it can be checked now: %v", issuer, err)}
+}
+
+// audienceFits is RFC 8707 from the resource's side: the token must name
+// this hub, by the configured audience or by a URL it is reached at.
+func audienceFits(aud []string, configured string, resources []string) bool {
+	if configured != "" && oauthex.MatchesResource(aud, configured) {
+		return true
+	}
+	for _, r := range resources {
+		if r != "" && oauthex.MatchesResource(aud, r) {
+			return true
+		}
+	}
+	return false
+}
+
+func scopesOf(c tokenClaims) map[string]bool {
+	have := map[string]bool{}
+	for _, s := range strings.Fields(c.Scope) {
+		have[s] = true
+	}
+	switch scp := c.Scp.(type) {
+	case string:
+		for _, s := range strings.Fields(scp) {
+			have[s] = true
+		}
+	case []any:
+		for _, s := range scp {
+			if s, ok := s.(string); ok {
+				have[s] = true
+			}
+		}
+	}
+	return have
+}
+
+// verified reads email_verified, which some providers write as a string.
+func verified(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case string:
+		return strings.EqualFold(v, "true")
+	}
+	return false
+}
