@@ -22,6 +22,7 @@ type Company struct {
 	tokens  []string
 	servers []string
 	extra   []string
+	oauth   string
 }
 
 // NewCompany starts an empty company with one unit, core.
@@ -61,6 +62,19 @@ func (c *Company) AdminToken(id, variable string) *Company {
 	return c
 }
 
+// Role adds a seat written as a YAML flow mapping, for keys the helpers
+// above do not set ({name: Ada, handle: ada, kind: human, email: ...}).
+func (c *Company) Role(flow string) *Company {
+	c.roles = append(c.roles, flow)
+	return c
+}
+
+// OAuth sets api.auth.oauth, as a YAML flow mapping ({issuer: ...}).
+func (c *Company) OAuth(flow string) *Company {
+	c.oauth = flow
+	return c
+}
+
 // Server adds an mcp_servers entry, as a YAML flow mapping.
 func (c *Company) Server(entry string) *Company {
 	c.servers = append(c.servers, entry)
@@ -82,11 +96,17 @@ func (c *Company) YAML() string {
 			b.WriteString("      - " + r + "\n")
 		}
 	}
+	if len(c.tokens) > 0 || c.oauth != "" {
+		b.WriteString("api:\n  auth:\n")
+	}
 	if len(c.tokens) > 0 {
-		b.WriteString("api:\n  auth:\n    tokens:\n")
+		b.WriteString("    tokens:\n")
 		for _, t := range c.tokens {
 			b.WriteString("      - " + t + "\n")
 		}
+	}
+	if c.oauth != "" {
+		b.WriteString("    oauth: " + c.oauth + "\n")
 	}
 	if len(c.servers) > 0 {
 		b.WriteString("mcp_servers:\n")
