@@ -43,7 +43,8 @@ type fleetRig struct {
 func newFleetRig(t testing.TB, external bool) *fleetRig {
 	var mark [4]byte
 	_, _ = rand.Read(mark[:])
-	r := &fleetRig{marker: hex.EncodeToString(mark[:]), env: []string{"E2E_TOKEN=" + e2eToken}}
+	// The routes authenticate as a fleet in production does.
+	r := &fleetRig{marker: hex.EncodeToString(mark[:]), env: []string{"E2E_TOKEN=" + e2eToken, "CREWLET_CLUSTER_SECRET=e2e-fleet-route-secret-" + hex.EncodeToString(mark[:])}}
 	// Registered first, so it runs last, once every hub has stopped: no
 	// child any of them started outlives them (the killed one's included).
 	t.Cleanup(func() {

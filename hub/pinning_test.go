@@ -645,7 +645,7 @@ func TestApprovalOnOneNodeReleasesEveryNode(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			c := state.Cluster{Node: fmt.Sprintf("n%d", i), Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]),
-				Peers: []string{fmt.Sprintf("127.0.0.1:%d", ports[1-i])}, Ready: time.Minute}
+				Peers: []string{fmt.Sprintf("127.0.0.1:%d", ports[1-i])}, Secret: "pinning-fleet-route-secret", Ready: time.Minute}
 			l, err := state.OpenCluster(ctx, filepath.Join(dir, "log"), c)
 			if err != nil {
 				errs[i] = err

@@ -20,7 +20,8 @@ import (
 
 // fleetFlagNames are serve's flags that make the node one of a fleet,
 // listed apart in its usage.
-var fleetFlagNames = []string{"node", "cluster-listen", "cluster-peers", "cluster-advertise", "nats", "nats-creds", "replicas", "lease-ttl", "heartbeat"}
+var fleetFlagNames = []string{"node", "cluster-listen", "cluster-peers", "cluster-advertise", "cluster-tls-cert", "cluster-tls-key", "cluster-tls-ca",
+	"cluster-insecure-loopback", "nats", "nats-creds", "replicas", "lease-ttl", "heartbeat"}
 
 // serveCommand is `crewlet serve`: flags, signals, and serve.Run.
 func serveCommand() *cli.Command {
@@ -33,6 +34,10 @@ func serveCommand() *cli.Command {
 	clusterListen := fs.String("cluster-listen", "", "join a fleet: the embedded NATS server's route address (`ADDR`, host:port)")
 	clusterPeers := fs.String("cluster-peers", "", "the other nodes' route `ADDRS`, comma-separated")
 	clusterAdvertise := fs.String("cluster-advertise", "", "the route address (`ADDR`) peers reach this node at, when not --cluster-listen")
+	clusterTLSCert := fs.String("cluster-tls-cert", "", "speak TLS on the routes with this node's certificate `FILE` (PEM), with --cluster-tls-key and --cluster-tls-ca")
+	clusterTLSKey := fs.String("cluster-tls-key", "", "the private key `FILE` (PEM) of --cluster-tls-cert")
+	clusterTLSCA := fs.String("cluster-tls-ca", "", "the CA `FILE` (PEM) every node's route certificate is signed by; a route without one is refused")
+	insecureLoopback := fs.Bool("cluster-insecure-loopback", false, "run an embedded fleet without CREWLET_CLUSTER_SECRET, for nodes whose route addresses are all on this machine (tests)")
 	natsURL := fs.String("nats", "", "join a fleet through an operator's NATS (comma-separated `URLS`); no embedded server")
 	natsCreds := fs.String("nats-creds", "", "a NATS credentials `FILE` for --nats")
 	replicas := fs.Int("replicas", 0, "copies of the log and buckets a fleet keeps (default 3, or the nodes an embedded fleet has if fewer)")
@@ -50,6 +55,7 @@ func serveCommand() *cli.Command {
 		Summary: "Run the hub: the company, its first-party servers and seats, the operator surface at /operator/mcp.",
 		Run: func([]string) error {
 			fleet, err := fleetFlags(fleetArgs{node: *node, listen: *clusterListen, peers: *clusterPeers, advertise: *clusterAdvertise,
+				tlsCert: *clusterTLSCert, tlsKey: *clusterTLSKey, tlsCA: *clusterTLSCA, insecureLoopback: *insecureLoopback,
 				nats: *natsURL, creds: *natsCreds, replicas: *replicas, leaseTTL: *leaseTTL, heartbeat: *heartbeat, set: setFlags(fs)})
 			if err != nil {
 				// Flags that do not go together are a command line to
@@ -87,6 +93,8 @@ func serveCommand() *cli.Command {
 // fleetArgs are the fleet's flags as given.
 type fleetArgs struct {
 	node, listen, peers, advertise, nats, creds string
+	tlsCert, tlsKey, tlsCA                      string
+	insecureLoopback                            bool
 	replicas                                    int
 	leaseTTL, heartbeat                         time.Duration
 	set                                         map[string]bool
@@ -97,7 +105,8 @@ type fleetArgs struct {
 // without one.
 func fleetFlags(a fleetArgs) (*serve.FleetOptions, error) {
 	if a.listen == "" && a.nats == "" {
-		for _, f := range []string{"node", "cluster-peers", "cluster-advertise", "nats-creds", "replicas", "lease-ttl", "heartbeat"} {
+		for _, f := range []string{"node", "cluster-peers", "cluster-advertise", "cluster-tls-cert", "cluster-tls-key", "cluster-tls-ca",
+			"cluster-insecure-loopback", "nats-creds", "replicas", "lease-ttl", "heartbeat"} {
 			if a.set[f] {
 				return nil, fmt.Errorf("--%s is for a node of a fleet: give --cluster-listen or --nats too", f)
 			}
@@ -117,9 +126,12 @@ func fleetFlags(a fleetArgs) (*serve.FleetOptions, error) {
 		Cluster: state.Cluster{Node: a.node, Listen: a.listen, Peers: split(a.peers), Advertise: a.advertise,
 			URLs: split(a.nats), Creds: a.creds, Replicas: a.replicas,
 			// The routes' shared secret is never a flag: a flag shows in ps.
-			Secret: os.Getenv("CREWLET_CLUSTER_SECRET")},
+			Secret: os.Getenv("CREWLET_CLUSTER_SECRET"), InsecureLoopback: a.insecureLoopback},
 		LeaseTTL:  a.leaseTTL,
 		Heartbeat: a.heartbeat,
+	}
+	if a.tlsCert != "" || a.tlsKey != "" || a.tlsCA != "" {
+		f.Cluster.TLS = &state.RouteTLS{CertFile: a.tlsCert, KeyFile: a.tlsKey, CAFile: a.tlsCA}
 	}
 	if a.node == "" {
 		return nil, errors.New("--node names this node in the fleet; it is required with --cluster-listen or --nats")

@@ -14,7 +14,7 @@ import (
 // flag; lists are split and trimmed; the routes' secret comes from the
 // environment, never a flag.
 func TestFleetFlags(t *testing.T) {
-	t.Setenv("CREWLET_CLUSTER_SECRET", "route-secret")
+	t.Setenv("CREWLET_CLUSTER_SECRET", "route-secret-0123456789")
 	base := fleetArgs{leaseTTL: state.DefaultLeaseTTL, heartbeat: state.DefaultHeartbeat}
 	with := func(f func(*fleetArgs)) fleetArgs {
 		a := base
@@ -43,7 +43,7 @@ func TestFleetFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f.Cluster.Node != "a" || !slices.Equal(f.Cluster.Peers, []string{"127.0.0.1:6251", "127.0.0.1:6252"}) ||
-		f.Cluster.Secret != "route-secret" || f.LeaseTTL != state.DefaultLeaseTTL || f.Heartbeat != state.DefaultHeartbeat {
+		f.Cluster.Secret != "route-secret-0123456789" || f.LeaseTTL != state.DefaultLeaseTTL || f.Heartbeat != state.DefaultHeartbeat {
 		t.Fatalf("embedded fleet: %+v", f)
 	}
 
@@ -70,5 +70,27 @@ func TestFleetFlagsListenWithoutPeers(t *testing.T) {
 	a := fleetArgs{node: "a", listen: "127.0.0.1:6250", leaseTTL: state.DefaultLeaseTTL, heartbeat: state.DefaultHeartbeat, set: map[string]bool{}}
 	if _, err := fleetFlags(a); err == nil || !strings.Contains(err.Error(), "needs at least one peer") {
 		t.Fatalf("a fleet of one node with --cluster-listen: %v", err)
+	}
+}
+
+// Issue 26, item 4: an embedded fleet without CREWLET_CLUSTER_SECRET is
+// refused at the command line in words naming the fix; the loopback
+// opt-out and the route TLS files reach the cluster as given.
+func TestFleetFlagsRouteSecurity(t *testing.T) {
+	t.Setenv("CREWLET_CLUSTER_SECRET", "")
+	a := fleetArgs{node: "a", listen: "127.0.0.1:6250", peers: "127.0.0.1:6251", leaseTTL: state.DefaultLeaseTTL, heartbeat: state.DefaultHeartbeat, set: map[string]bool{}}
+	if _, err := fleetFlags(a); err == nil || !strings.Contains(err.Error(), "set CREWLET_CLUSTER_SECRET") || !strings.Contains(err.Error(), "--cluster-insecure-loopback") {
+		t.Fatalf("a fleet without a route secret: %v", err)
+	}
+	a.insecureLoopback = true
+	f, err := fleetFlags(a)
+	if err != nil || !f.Cluster.InsecureLoopback {
+		t.Fatalf("on loopback, opted out: %+v %v", f, err)
+	}
+	a.insecureLoopback = false
+	t.Setenv("CREWLET_CLUSTER_SECRET", "route-secret-0123456789")
+	a.tlsCert, a.tlsKey, a.tlsCA = "n.pem", "n-key.pem", "ca.pem"
+	if f, err = fleetFlags(a); err != nil || f.Cluster.TLS == nil || *f.Cluster.TLS != (state.RouteTLS{CertFile: "n.pem", KeyFile: "n-key.pem", CAFile: "ca.pem"}) {
+		t.Fatalf("route TLS: %+v %v", f, err)
 	}
 }

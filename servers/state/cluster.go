@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -39,10 +40,18 @@ type Cluster struct {
 	URLs []string
 	// Creds is the credentials file for URLs (a NATS .creds file).
 	Creds string
-	// Secret, if set, is what every embedded node of the fleet shares to
-	// authenticate its routes; without it, a route port must be reachable
-	// only by the fleet's own nodes.
+	// Secret is what every embedded node of the fleet shares to
+	// authenticate its routes. An embedded fleet needs one: a route port
+	// that answers anybody hands whoever reaches it the company's whole
+	// log (work items, arguments, decisions).
 	Secret string
+	// InsecureLoopback runs an embedded fleet without a Secret, allowed
+	// only when every route address is a loopback one: nodes on one
+	// machine, as tests run them.
+	InsecureLoopback bool
+	// TLS, if set, makes the routes speak TLS, each node's certificate
+	// verified against the fleet's CA in both directions.
+	TLS *RouteTLS
 	// Replicas is how many copies of the log and of each bucket the fleet
 	// keeps. Zero: three, or as many nodes as an embedded fleet has when
 	// it has fewer.
@@ -51,6 +60,16 @@ type Cluster struct {
 	// leader elected, enough peers for the replicas); 2 minutes if zero.
 	Ready time.Duration
 }
+
+// RouteTLS is the PEM files of a node's route certificate, its key and the
+// CA every node's route certificate is signed by.
+type RouteTLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// minSecret is the shortest route secret taken: a secret is guessed
+// through the route port, with nothing slowing the guesses.
+const minSecret = 16
 
 // nodeName is what a node may be called: it becomes a NATS server name and
 // part of the subjects its heartbeats go on.
@@ -96,8 +115,11 @@ func (c Cluster) Validate() error {
 		if c.Creds != "" {
 			errs = append(errs, errors.New("a credentials file is for an operator's NATS (URLs), not the embedded server"))
 		}
+		errs = append(errs, c.routeAuthProblems()...)
 	} else if c.Listen != "" || len(c.Peers) > 0 || c.Advertise != "" {
 		errs = append(errs, errors.New("an operator's NATS and an embedded server's routes are two ways to join a fleet; give one"))
+	} else if c.InsecureLoopback || c.TLS != nil {
+		errs = append(errs, errors.New("route security is for an embedded fleet's routes; an operator's NATS keeps its own (a creds file, its TLS)"))
 	}
 	for _, u := range c.URLs {
 		if pu, err := url.Parse(u); err != nil || pu.Host == "" {
@@ -109,6 +131,40 @@ func (c Cluster) Validate() error {
 		errs = append(errs, fmt.Errorf("replicas %d: JetStream keeps 1 to 5 copies", c.Replicas))
 	}
 	return errors.Join(errs...)
+}
+
+// routeAuthProblems says what keeps an embedded fleet's routes from
+// admitting only its own nodes.
+func (c Cluster) routeAuthProblems() []error {
+	var errs []error
+	switch {
+	case c.Secret != "" && c.InsecureLoopback:
+		errs = append(errs, errors.New("a cluster secret and --cluster-insecure-loopback contradict each other; keep the secret"))
+	case c.Secret != "" && len(c.Secret) < minSecret:
+		errs = append(errs, fmt.Errorf("the cluster secret is %d characters; a route port takes guesses at it as fast as they come, so give at least %d (openssl rand -hex 32 makes one)", len(c.Secret), minSecret))
+	case c.Secret == "" && !c.InsecureLoopback:
+		errs = append(errs, errors.New("an embedded fleet's routes need a shared secret, or anyone who reaches a route port reads the company's log: set CREWLET_CLUSTER_SECRET to the same long random value on every node (openssl rand -hex 32 makes one); nodes that all run on this machine may use --cluster-insecure-loopback instead"))
+	case c.InsecureLoopback:
+		for _, a := range append([]string{c.Listen, c.Advertise}, c.Peers...) {
+			if a == "" {
+				continue
+			}
+			if h, _, err := hostPort(a); err == nil && !loopback(h) {
+				errs = append(errs, fmt.Errorf("--cluster-insecure-loopback is for route addresses on this machine only, and %q is not a loopback address: set CREWLET_CLUSTER_SECRET instead", a))
+			}
+		}
+	}
+	if t := c.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "" || t.CAFile == "") {
+		errs = append(errs, errors.New("route TLS needs all three of a certificate, its key and the fleet's CA (--cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca)"))
+	}
+	return errs
+}
+
+// loopback reports whether a route host is this machine by address (a
+// name could resolve anywhere).
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func indexOf(list []string, s string) int {
@@ -194,6 +250,17 @@ func OpenCluster(ctx context.Context, dir string, c Cluster) (*JetStreamLog, err
 		}
 		if c.Secret != "" {
 			cfg.server.Cluster.Username, cfg.server.Cluster.Password = fleetName, c.Secret
+		}
+		if t := c.TLS; t != nil {
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: t.CertFile, KeyFile: t.KeyFile, CaFile: t.CAFile, Verify: true})
+			if err != nil {
+				return nil, fmt.Errorf("route TLS: %w", err)
+			}
+			// A node is both the server and the client of its routes: it
+			// checks a peer's certificate against the CA either way, as
+			// nats-server does for a cluster block's tls.
+			tc.ClientAuth, tc.RootCAs = tls.RequireAndVerifyClientCert, tc.ClientCAs
+			cfg.server.Cluster.TLSConfig, cfg.server.Cluster.TLSTimeout = tc, 2
 		}
 		cfg.nats = []nats.Option{nats.Name("crewlet-" + c.Node), nats.Token(token)}
 	} else {

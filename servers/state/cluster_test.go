@@ -20,8 +20,10 @@ import (
 type fleetNode struct {
 	name string
 	dir  string
-	log  *JetStreamLog
-	node *Node
+	// route is the node's route address.
+	route string
+	log   *JetStreamLog
+	node  *Node
 }
 
 // freePort picks a loopback port nobody listens on now.
@@ -41,6 +43,16 @@ func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 // them are up) and opens a state node on each. routes, if set, gives each
 // node's peers and advertised address instead of the direct ones.
 func startFleet(t testing.TB, n int, routes func(i int, listen []int) (peers []string, advertise string), before ...func(listen []int)) []*fleetNode {
+	return startFleetOf(t, n, routes, nil, before...)
+}
+
+// startFleetWith starts n nodes routed directly, each node's Cluster
+// edited by edit first.
+func startFleetWith(t testing.TB, n int, edit func(i int, c *Cluster)) []*fleetNode {
+	return startFleetOf(t, n, nil, edit)
+}
+
+func startFleetOf(t testing.TB, n int, routes func(i int, listen []int) (peers []string, advertise string), edit func(i int, c *Cluster), before ...func(listen []int)) []*fleetNode {
 	t.Helper()
 	listen := make([]int, n)
 	for i := range listen {
@@ -53,9 +65,9 @@ func startFleet(t testing.TB, n int, routes func(i int, listen []int) (peers []s
 	errs := make([]error, n)
 	var wg conc.WaitGroup
 	for i := range n {
-		nodes[i] = &fleetNode{name: fmt.Sprintf("n%d", i), dir: t.TempDir()}
+		nodes[i] = &fleetNode{name: fmt.Sprintf("n%d", i), dir: t.TempDir(), route: addr(listen[i])}
 		wg.Go(func() {
-			c := Cluster{Node: nodes[i].name, Listen: addr(listen[i]), Ready: time.Minute}
+			c := Cluster{Node: nodes[i].name, Listen: addr(listen[i]), Secret: testRouteSecret, Ready: time.Minute}
 			if routes != nil {
 				c.Peers, c.Advertise = routes(i, listen)
 			} else {
@@ -64,6 +76,9 @@ func startFleet(t testing.TB, n int, routes func(i int, listen []int) (peers []s
 						c.Peers = append(c.Peers, addr(listen[j]))
 					}
 				}
+			}
+			if edit != nil {
+				edit(i, &c)
 			}
 			errs[i] = nodes[i].open(c)
 		})
@@ -115,6 +130,7 @@ func TestFleet(t *testing.T) {
 	t.Run("TTLBucketsAreShared", func(t *testing.T) { testTTLBucketsShared(t, nodes) })
 	t.Run("KeysHandedOnBackToBack", func(t *testing.T) { testKeysHandedOn(t, nodes) })
 	t.Run("Health", func(t *testing.T) { testHealth(t, nodes) })
+	t.Run("RoutesAdmitOnlyTheFleet", func(t *testing.T) { testRoutesAdmitOnlyTheFleet(t, nodes) })
 }
 
 // GET /fleet's streams: the log and the lease bucket each have a leader
