@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -277,5 +278,31 @@ func TestOAuthKeyRotationFollowed(t *testing.T) {
 	}
 	if status, _, body := r.get(t, http.MethodGet, "/tools", before); status != http.StatusUnauthorized || !strings.Contains(body, "signed") {
 		t.Fatalf("a token signed with the withdrawn key: %d %s", status, body)
+	}
+}
+
+// Issue 26: a hub whose identity provider does not answer still starts and
+// still takes its static tokens; a token it cannot check for want of the
+// provider's keys is answered 503 with a sentence naming the provider, not
+// taken for a bad token.
+func TestOAuthProviderUnreachable(t *testing.T) {
+	gone := httptest.NewServer(http.NotFoundHandler())
+	issuer := gone.URL
+	gone.Close()
+	c := hubtest.NewCompany().Role(`{name: Ada, handle: ada, kind: human, admin: true, oidc_subject: u-ada}`).
+		AdminToken("ci", "CI_TOKEN").OAuth(fmt.Sprintf(`{issuer: %q}`, issuer)).Parse(t)
+	h, err := New(context.Background(), Options{Company: c, FirstParty: []FirstParty{kitServer()},
+		Env: hubtest.NewEnv(map[string]string{"CI_TOKEN": oauthAdminToken}).Lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	r := &oauthRig{url: hubtest.Serve(t, h.Handler())}
+	if status, _, body := r.get(t, http.MethodGet, "/tools", oauthAdminToken); status != http.StatusOK {
+		t.Fatalf("the static token: %d %s", status, body)
+	}
+	status, _, body := r.get(t, http.MethodGet, "/tools", "eyJhbGciOiJSUzI1NiJ9.e30.c2ln")
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "identity provider "+issuer+" could not be asked") {
+		t.Fatalf("a token while the provider is down: %d %s", status, body)
 	}
 }
