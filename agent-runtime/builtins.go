@@ -7,6 +7,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -37,13 +38,22 @@ type BuiltinDeps struct {
 	Directory  DirectorySource
 	Store      *Store
 	ToolSkills []ToolSkill
+	// Episodes is the search of the seats' past turns (OpenEpisodeSearch);
+	// nil: query_episodes recalls by conversation and recency only, and
+	// refuses a query as unavailable.
+	Episodes *search.Index
+	// Knowledge is the company's knowledge base where it is a vendor's
+	// (knowledge.backend other than native); nil where the engine's own
+	// serves search_knowledge, or there is none.
+	Knowledge *VendorKnowledge
 }
 
 // builtins serves the built-in tools' bodies.
 type builtins struct {
-	dir    DirectorySource
-	store  *Store
-	writes *servers.Writes
+	dir      DirectorySource
+	store    *Store
+	writes   *servers.Writes
+	episodes *search.Index
 }
 
 // Hints of the built-ins: a seat's own memory and skills change nothing
@@ -54,7 +64,9 @@ var (
 )
 
 // BuiltinTools is the engine's built-in tool table (BLT-1), filtered by
-// what this node has. search_knowledge is the knowledge base's own.
+// what this node has. search_knowledge is the native knowledge base's own
+// where the company runs it, and a builtin over the vendor's search where
+// it runs another (KB-3).
 func BuiltinTools(d BuiltinDeps) []servers.Tool {
 	dir := d.Directory
 	tools := []servers.Tool{
@@ -81,7 +93,7 @@ func BuiltinTools(d BuiltinDeps) []servers.Tool {
 			}),
 	}
 	if d.Store != nil && d.Store.node != nil {
-		b := &builtins{dir: dir, store: d.Store, writes: servers.NewWrites(d.Store.node, servers.WritesOptions{
+		b := &builtins{dir: dir, store: d.Store, episodes: d.Episodes, writes: servers.NewWrites(d.Store.node, servers.WritesOptions{
 			Server: "the agent runtime", Look: "refresh_memory, use_skill or query_episodes"})}
 		tools = append(tools,
 			servers.Typed("reflect_and_persist",
@@ -91,7 +103,7 @@ func BuiltinTools(d BuiltinDeps) []servers.Tool {
 				"Read your private diary again, by what the turn turns out to be about: the notes sharing words with the query, whole. Without a query, every long note and the recent short ones.",
 				readOwn, "", b.refreshMemory),
 			servers.Typed("query_episodes",
-				"Recall your own past turns: what woke each, what you answered and how it ended. By words (query), by what they were about (conversation: an item key, a page id), or most recent first.",
+				"Recall your own past turns: what woke each, what you answered and how it ended. By meaning (query; by its words where the hub has no embeddings model, which the answer says), by what they were about (conversation: an item key, a page id), or most recent first.",
 				readOwn, "", b.queryEpisodes),
 			servers.Typed("use_skill",
 				"Read one of your own skills, a procedure you keep for yourself, by name.",
@@ -106,6 +118,10 @@ func BuiltinTools(d BuiltinDeps) []servers.Tool {
 				"Ask one AI colleague one question over the private channel and wait for its answer. The colleague sees only your question, so make it complete.",
 				servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.No, OpenWorld: servers.No}, "a2a", b.a2aAsk),
 		)
+	}
+	if d.Knowledge != nil {
+		tools = append(tools, servers.Typed("search_knowledge", vendorSearchDescription,
+			servers.Hints{ReadOnly: servers.Yes, Destructive: servers.No, Idempotent: servers.Yes, OpenWorld: servers.Yes}, "", d.Knowledge.searchKnowledge))
 	}
 	if len(d.ToolSkills) > 0 {
 		tools = append(tools, servers.Typed("load_tool_skill",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -198,7 +199,7 @@ func (b *builtins) refreshMemory(_ context.Context, c authority.Caller, in refre
 // ---- query_episodes ----
 
 type episodesIn struct {
-	Query        string `json:"query,omitempty" jsonschema:"recall turns about this, by the words they share with it"`
+	Query        string `json:"query,omitempty" jsonschema:"recall turns about this, by meaning (by words where the hub has no embeddings model, which the answer says); at most 400 bytes"`
 	Conversation string `json:"conversation,omitempty" jsonschema:"recall the turns about one thing: a work item's key, a page's id"`
 	Limit        int    `json:"limit,omitempty" jsonschema:"at most this many, newest first when no query is given (default 10, at most 50)"`
 }
@@ -220,14 +221,17 @@ type episode struct {
 type episodesOut struct {
 	Episodes []episode `json:"episodes"`
 	How      string    `json:"how"`
+	// Mode is the ranking a query was served by: hybrid (meaning and
+	// words) or keyword; Degraded says why it is not by meaning, and Note
+	// how complete the index was, as every search of the hub says them.
+	Mode     string `json:"mode,omitempty"`
+	Degraded string `json:"degraded,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
-func (b *builtins) queryEpisodes(_ context.Context, c authority.Caller, in episodesIn) (episodesOut, error) {
+func (b *builtins) queryEpisodes(ctx context.Context, c authority.Caller, in episodesIn) (episodesOut, error) {
 	if err := seatOnly(c, "query_episodes"); err != nil {
 		return episodesOut{}, err
-	}
-	if len(in.Query) > maxQuery {
-		return episodesOut{}, authority.Refuse(authority.Invalid, "query is %d bytes; it holds at most %d. Shorten it and call again.", len(in.Query), maxQuery)
 	}
 	limit := in.Limit
 	switch {
@@ -236,36 +240,53 @@ func (b *builtins) queryEpisodes(_ context.Context, c authority.Caller, in episo
 	case limit < 0 || limit > 50:
 		return episodesOut{}, authority.Refuse(authority.Invalid, "limit %d is out of range (1 to 50).", in.Limit)
 	}
-	recs, err := b.store.Episodes(c.Seat, 0)
-	if err != nil {
-		return episodesOut{}, err
-	}
+	conversation := strings.TrimSpace(in.Conversation)
+	about := func(rec TurnRecord) bool { return conversation == "" || strings.EqualFold(rec.Subject, conversation) }
 	out := episodesOut{Episodes: []episode{}, How: "your most recent turns first"}
-	words := wordsOf(in.Query)
-	type scored struct {
-		rec   TurnRecord
-		score int
-	}
-	var picked []scored
-	for _, rec := range recs {
-		if in.Conversation != "" && !strings.EqualFold(rec.Subject, strings.TrimSpace(in.Conversation)) {
-			continue
+	var picked []TurnRecord
+	if strings.TrimSpace(in.Query) == "" {
+		recs, err := b.store.Episodes(c.Seat, 0)
+		if err != nil {
+			return episodesOut{}, err
 		}
-		s := overlap(words, rec.Trigger+" "+rec.Account+" "+rec.About)
-		if len(words) > 0 && s == 0 {
-			continue
+		for _, rec := range recs {
+			if about(rec) && len(picked) < limit {
+				picked = append(picked, rec)
+			}
 		}
-		picked = append(picked, scored{rec, s})
+		if conversation != "" {
+			out.How = "the turns about " + conversation + ", most recent first"
+		}
+	} else {
+		if b.episodes == nil {
+			return episodesOut{}, authority.Refuse(authority.Unavailable, "The search of your past turns is not open on this hub node, so nothing was searched. Recall them by conversation or most recent first (no query) instead.")
+		}
+		// A conversation narrows what the search ranked, so it asks for
+		// the most the search answers.
+		want := limit
+		if conversation != "" {
+			want = search.MaxLimit
+		}
+		res, err := b.episodes.Search(ctx, search.Query{Text: in.Query, Scope: c.Seat, Limit: want})
+		if err != nil {
+			return episodesOut{}, err
+		}
+		out.Mode, out.Degraded, out.Note = res.Mode, res.Degraded, res.Note
+		out.How = "your turns closest to the query in meaning and words, closest first"
+		if res.Mode == search.ModeKeyword {
+			out.How = "your turns matching the query's words, best match first"
+		}
+		for _, h := range res.Hits {
+			rec, found, err := b.store.Turn(h.ID)
+			if err != nil {
+				return episodesOut{}, err
+			}
+			if found && rec.Seat == c.Seat && !rec.Running() && about(rec) && len(picked) < limit {
+				picked = append(picked, rec)
+			}
+		}
 	}
-	switch {
-	case len(words) > 0:
-		out.How = "the turns sharing most words with the query first"
-		sort.SliceStable(picked, func(i, j int) bool { return picked[i].score > picked[j].score })
-	case in.Conversation != "":
-		out.How = "the turns about " + in.Conversation + ", most recent first"
-	}
-	for _, p := range picked[:min(limit, len(picked))] {
-		rec := p.rec
+	for _, rec := range picked {
 		out.Episodes = append(out.Episodes, episode{Turn: rec.Key, Woken: rec.Woken, About: rec.About, Subject: rec.Subject,
 			Requester: rec.Requester, Ask: servers.Fence(rec.Trigger, []servers.Author{rec.TriggerBy}),
 			Account: rec.Account, Outcome: rec.Outcome, Tools: rec.Tools})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -224,6 +225,11 @@ func applyEnded(a *servers.Apply) (any, error) {
 		return nil, err
 	}
 	if err := state.SetJSON(a.B, fmt.Sprintf("%s%s/%016x", kEp, rec.Seat, a.Pos), rec.Key); err != nil {
+		return nil, err
+	}
+	// The turn is an episode now: query_episodes finds it by what it
+	// says, once the episodes' index has read it.
+	if err := search.Touch(a.B, a.Pos, EpisodeKind, rec.Key); err != nil {
 		return nil, err
 	}
 	if rec.Usage.Total() > 0 {

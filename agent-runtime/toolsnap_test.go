@@ -11,20 +11,22 @@ import (
 )
 
 // BLT-1: the builtin tool surface, frozen in testdata/toolsnaps, and the
-// rules every builtin tool keeps. With a store and the artifacts' tool
-// skill every builtin of this build is registered; run_sandbox never is.
+// rules every builtin tool keeps. With a store, the artifacts' tool skill
+// and a vendor's knowledge base (whose search_knowledge is a builtin,
+// KB-3) every builtin of this build is registered; run_sandbox never is.
 func TestBuiltinToolSurface(t *testing.T) {
 	deps := BuiltinDeps{
 		Directory:  func() *authority.Directory { return testDirectory() },
 		Store:      NewStore(testNode(t)),
 		ToolSkills: BundledToolSkills(func(string) bool { return true }),
+		Knowledge:  NewVendorKnowledge("confluence", nil, nil),
 	}
 	c := serverstest.Connect(t, func(trust servers.Trust) *mcp.Server { return NewBuiltinServer(deps, trust, nil) })
 	lt, err := c.CS.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lt.Tools) != len(BuiltinTools(deps)) || len(lt.Tools) != 9 {
+	if len(lt.Tools) != len(BuiltinTools(deps)) || len(lt.Tools) != 10 {
 		t.Fatalf("listed %d tools, the table has %d", len(lt.Tools), len(BuiltinTools(deps)))
 	}
 	for _, tool := range lt.Tools {

@@ -77,13 +77,20 @@ func artifactDeps(node *state.Node, d hub.Deps, baseURL func() string) artifacts
 }
 
 // firstParty lists the servers the hub mounts in-process: the engine's
-// builtins and a person's decisions about seats always (the decisions act
+// builtins (with search_knowledge where the company's knowledge base is a
+// vendor's) and a person's decisions about seats always (the decisions act
 // on the runtime once it has started), answer_knowledge where the node
 // holds the tracker or the knowledge base, the native tracker and knowledge base (each with its
 // search index) where the company runs them, and the artifact store where
 // the node takes uploads.
 func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() string, builtins agent.BuiltinDeps, runtime func() *agent.Runtime,
-	answers func(hub.Deps) agent.AnswerDeps) []hub.FirstParty {
+	answers func(hub.Deps) agent.AnswerDeps, started func() *hub.Hub, company *config.Company) []hub.FirstParty {
+	// A vendor's knowledge base is searched through its own MCP server, as
+	// the caller (KB-3); the native one's search is the knowledge server's.
+	// Which one the company runs is read as the servers below are enabled:
+	// from the revision the node started with.
+	builtins.Knowledge = agent.NewVendorKnowledge(company.KnowledgeBackend(), through(started).offered, through(started).call)
+	builtins.Episodes = ix.episodes
 	return []hub.FirstParty{{
 		Name: "builtins",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
@@ -167,16 +174,42 @@ func answerDeps(node *state.Node, env config.Lookup, started func() *hub.Hub, ru
 				return agent.ModelSpec{API: spec.API, Provider: spec.Provider, BaseURL: spec.BaseURL, APIKey: spec.APIKey,
 					Model: spec.Model, MaxOutputTokens: spec.MaxOutputTokens}, true, nil
 			},
-			Search: func(ctx context.Context, c authority.Caller, tool string, args map[string]any) *mcp.CallToolResult {
-				h := started()
-				if h == nil {
-					return servers.Refused(authority.Refuse(authority.Unavailable, "The hub is still starting; ask again in a moment."))
-				}
-				b, _ := json.Marshal(args)
-				return h.Router().Call(ctx, hub.CompanyRegistry(h.Catalogue()), c, tool, b)
-			},
-			Pages: func() bool { return node != nil && d.Company().KnowledgeBackend() == "native" },
-			Board: func() bool { return node != nil && d.Company().TrackerBackend() == "native" },
+			Search: through(started).call,
+			Pages:  func() bool { return node != nil && d.Company().KnowledgeBackend() == "native" },
+			Board:  func() bool { return node != nil && d.Company().TrackerBackend() == "native" },
 		}
 	}
+}
+
+// through reaches tools through the hub once it has started, as the
+// caller, in the registry the caller is offered: a seat's own, which
+// holds its per-role servers, else the company's.
+type through func() *hub.Hub
+
+func registryOf(h *hub.Hub, c authority.Caller) hub.Registry {
+	if c.Kind == authority.KindAgent {
+		return h.SeatRegistry(c.Seat)
+	}
+	return hub.CompanyRegistry(h.Catalogue())
+}
+
+func (t through) offered(c authority.Caller) []agent.OfferedTool {
+	h := t()
+	if h == nil {
+		return nil
+	}
+	var out []agent.OfferedTool
+	for _, e := range registryOf(h, c).Entries() {
+		out = append(out, agent.OfferedTool{Name: e.Name, Source: string(e.Source)})
+	}
+	return out
+}
+
+func (t through) call(ctx context.Context, c authority.Caller, tool string, args map[string]any) *mcp.CallToolResult {
+	h := t()
+	if h == nil {
+		return servers.Refused(authority.Refuse(authority.Unavailable, "The hub is still starting; ask again in a moment."))
+	}
+	b, _ := json.Marshal(args)
+	return h.Router().Call(ctx, registryOf(h, c), c, tool, b)
 }

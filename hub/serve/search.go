@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 
+	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/knowledge-mcp"
 	"github.com/crewlet/hub/servers/search"
@@ -30,13 +31,15 @@ func Embedder(c *config.Company, env config.Lookup) (search.Embedder, error) {
 // (the hub's one search, one index a kind).
 type indexes struct {
 	tracker, knowledge *search.Index
+	// episodes are the seats' past turns, which query_episodes searches.
+	episodes *search.Index
 }
 
-// openSearch opens the tracker's and the knowledge base's search indexes
-// beside the node's state, under DATA/state/search/<kind>, with the
-// company's embeddings model. An embeddings model whose variables do not
-// resolve costs only meaning: the hub starts, search is keyword only and
-// says so, and the log says why. The returned func closes the indexes and
+// openSearch opens the tracker's, the knowledge base's and the seats' past
+// turns' search indexes beside the node's state, under
+// DATA/state/search/<kind>, with the company's embeddings model. An
+// embeddings model whose variables do not resolve costs only meaning: the
+// hub starts, search is keyword only and says so, and the log says why. The returned func closes the indexes and
 // the embedder.
 func openSearch(ctx context.Context, dataDir string, node *state.Node, c *config.Company, env config.Lookup, log *slog.Logger) (indexes, func(), error) {
 	if node == nil {
@@ -54,7 +57,7 @@ func openSearch(ctx context.Context, dataDir string, node *state.Node, c *config
 	dir := filepath.Join(dataDir, "state", "search")
 	var ix indexes
 	closeAll := func() {
-		for _, i := range []*search.Index{ix.tracker, ix.knowledge} {
+		for _, i := range []*search.Index{ix.tracker, ix.knowledge, ix.episodes} {
 			if i != nil {
 				_ = i.Close()
 			}
@@ -68,6 +71,10 @@ func openSearch(ctx context.Context, dataDir string, node *state.Node, c *config
 	if ix.knowledge, err = knowledge.OpenSearch(ctx, node, dir, emb, log); err != nil {
 		closeAll()
 		return indexes{}, nil, fmt.Errorf("opening the knowledge base's search index: %w", err)
+	}
+	if ix.episodes, err = agent.OpenEpisodeSearch(ctx, node, dir, emb, log); err != nil {
+		closeAll()
+		return indexes{}, nil, fmt.Errorf("opening the search of the seats' past turns: %w", err)
 	}
 	return ix, closeAll, nil
 }

@@ -188,7 +188,11 @@ func Run(ctx context.Context, o Options) error {
 	defer tel.close(log)
 
 	fp := firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills}, running.Load,
-		answerDeps(node, src.env, started.Load, running.Load))
+		answerDeps(node, src.env, started.Load, running.Load), started.Load, company)
+	sessions, err := openScreenSessions(ctx, node)
+	if err != nil {
+		return fmt.Errorf("opening the screen's sign-ins: %w", err)
+	}
 	hopts := hub.Options{
 		Company:     company,
 		Env:         src.env,
@@ -207,7 +211,8 @@ func Run(ctx context.Context, o Options) error {
 		SecretNames: src.secretNames,
 		// The approvals of third-party tools are on the log, so every node
 		// of a fleet holds and releases the same tools (issue 28).
-		Pins: toolpin.NewStore(node),
+		Pins:           toolpin.NewStore(node),
+		ScreenSessions: sessions,
 	}
 	if fleet != nil {
 		hopts.Fleet = fleet.hubFleet()

@@ -134,12 +134,10 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 	case mode == ModeKeyword:
 		ranked = keywordRanking(kw)
 	case why != "" && mode == ModeSemantic:
-		res.Mode = ModeNone
-		res.Degraded = fmt.Sprintf("Semantic search ran nothing: %s, so there was nothing to rank by meaning. An empty answer here says nothing about whether such a %s exists; search again with mode keyword.", why, ix.opts.Noun)
+		res.Mode, res.Degraded = Unranked(mode, why, ix.opts.Noun)
 		return res, nil
 	case why != "":
-		res.Mode = ModeKeyword
-		res.Degraded = fmt.Sprintf("Hybrid search was asked for, but %s, so these are ranked by keyword alone.", why)
+		res.Mode, res.Degraded = Unranked(mode, why, ix.opts.Noun)
 		ranked = keywordRanking(kw)
 	case mode == ModeSemantic:
 		ranked = semanticRanking(sem)
@@ -165,26 +163,56 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 	return res, nil
 }
 
+// Unranked is the mode an answer serves, and the sentence that says so,
+// when a search asked in mode had nothing to rank by meaning, for why (a
+// clause: "no embeddings model is configured ..."). Semantic runs nothing
+// and serves none, since an empty answer would read as "no such noun";
+// hybrid is served by keyword alone. Keyword asked for is served as asked,
+// with no sentence. Every search of the hub that cannot rank by meaning
+// says so in these words, whatever it searches.
+func Unranked(mode, why, noun string) (served, degraded string) {
+	switch mode {
+	case ModeKeyword:
+		return ModeKeyword, ""
+	case ModeSemantic:
+		return ModeNone, fmt.Sprintf("Semantic search ran nothing: %s, so there was nothing to rank by meaning. An empty answer here says nothing about whether such a %s exists; search again with mode keyword.", why, noun)
+	default:
+		return ModeKeyword, fmt.Sprintf("Hybrid search was asked for, but %s, so these are ranked by keyword alone.", why)
+	}
+}
+
 // checkQuery refuses what no ranking can serve, naming the field.
 func (ix *Index) checkQuery(q Query, mode string) error {
-	switch mode {
-	case ModeHybrid, ModeKeyword, ModeSemantic:
-	default:
-		return authority.Refuse(authority.Invalid, "mode %q is not hybrid, keyword or semantic.", q.Mode)
-	}
-	if len(q.Text) > MaxQueryBytes {
-		return authority.Refuse(authority.Invalid, "query is %d bytes; a search query is at most %d. Shorten it to the words the %s would say.", len(q.Text), MaxQueryBytes, ix.opts.Noun)
-	}
-	if !strings.ContainsFunc(q.Text, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
-		return authority.Refuse(authority.Invalid, "query has no words to search for.")
-	}
-	if q.Limit < 0 || q.Limit > MaxLimit {
-		return authority.Refuse(authority.Invalid, "limit %d is outside 1 to %d.", q.Limit, MaxLimit)
+	if err := CheckQuery(Query{Text: q.Text, Mode: mode, Limit: q.Limit}, ix.opts.Noun, MaxLimit); err != nil {
+		return err
 	}
 	// The query's vector is made from the whole query or not at all: a
 	// query cut to fit would be ranked as something not asked (OUT-3).
 	if e := ix.opts.Embedder; e != nil && mode != ModeKeyword && len(strings.TrimSpace(q.Text)) > e.MaxInputBytes() {
 		return authority.Refuse(authority.Invalid, "query is %d bytes, and the embeddings model %s takes at most %d, so it cannot be ranked by meaning whole. Shorten it, or search with mode keyword.", len(strings.TrimSpace(q.Text)), e.Model(), e.MaxInputBytes())
+	}
+	return nil
+}
+
+// CheckQuery refuses (invalid) what no search can serve, naming the
+// field: a mode other than hybrid, keyword or semantic (empty is hybrid),
+// a query past MaxQueryBytes or with no words, and a limit outside 0 to
+// maxLimit. A search the hub hands to somebody else's index checks its
+// query here too, so it is refused as the hub's own would be.
+func CheckQuery(q Query, noun string, maxLimit int) error {
+	switch q.Mode {
+	case "", ModeHybrid, ModeKeyword, ModeSemantic:
+	default:
+		return authority.Refuse(authority.Invalid, "mode %q is not hybrid, keyword or semantic.", q.Mode)
+	}
+	if len(q.Text) > MaxQueryBytes {
+		return authority.Refuse(authority.Invalid, "query is %d bytes; a search query is at most %d. Shorten it to the words the %s would say.", len(q.Text), MaxQueryBytes, noun)
+	}
+	if !strings.ContainsFunc(q.Text, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+		return authority.Refuse(authority.Invalid, "query has no words to search for.")
+	}
+	if q.Limit < 0 || q.Limit > maxLimit {
+		return authority.Refuse(authority.Invalid, "limit %d is outside 1 to %d.", q.Limit, maxLimit)
 	}
 	return nil
 }

@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/crewlet/hub/servers/search"
+	"github.com/crewlet/hub/servers/state"
+)
+
+// A seat's past turns are found through the hub's one search (package
+// search), as pages and items are: a turn's end marks its episode, and the
+// index reads it back from the projection, so query_episodes ranks by
+// meaning where the company names an embeddings model, by keyword where it
+// names none, and says which in the same words every search of the hub
+// uses (BLT-1, KB-3). Each episode is scoped to its seat: a seat recalls
+// its own turns and nobody else's.
+
+// EpisodeKind is the kind episodes are searched as.
+const EpisodeKind = "agent.episodes"
+
+// EpisodeSearchOptions are the options of the episodes' search index over
+// node, its keyword index under searchDir/EpisodeKind.
+func EpisodeSearchOptions(node *state.Node, searchDir string, emb search.Embedder, log *slog.Logger) search.Options {
+	return search.Options{
+		Kind:     EpisodeKind,
+		Dir:      filepath.Join(searchDir, EpisodeKind),
+		Node:     node,
+		Source:   episodeDoc,
+		IDs:      episodeIDs,
+		Embedder: emb,
+		Logger:   log,
+		Noun:     "past turn",
+	}
+}
+
+// OpenEpisodeSearch opens the episodes' search index over node; Close it
+// before the node.
+func OpenEpisodeSearch(ctx context.Context, node *state.Node, searchDir string, emb search.Embedder, log *slog.Logger) (*search.Index, error) {
+	return search.Open(ctx, EpisodeSearchOptions(node, searchDir, emb, log))
+}
+
+// episodeDoc is an ended turn as the search index reads it: what it was
+// about and what woke it as its title, what it answered as its body. A
+// turn still running is no episode yet.
+func episodeDoc(r pebble.Reader, key string) (search.Doc, bool, error) {
+	var rec TurnRecord
+	found, err := state.GetJSON(r, kTurn+key, &rec)
+	if err != nil || !found || rec.Running() {
+		return search.Doc{}, false, err
+	}
+	return search.Doc{ID: rec.Key, Title: rec.About, Body: strings.TrimSpace(rec.Trigger + "\n\n" + rec.Account), Scope: rec.Seat}, true, nil
+}
+
+// episodeIDs lists every ended turn's key, for a rebuild of the index.
+func episodeIDs(r pebble.Reader, fn func(id string) error) error {
+	return scan(r, kEp, func(_ string, v []byte) error {
+		var key string
+		if err := json.Unmarshal(v, &key); err != nil {
+			return err
+		}
+		return fn(key)
+	})
+}
