@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"github.com/crewlet/hub/agent-runtime/modeltest"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/search"
+	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/servers/serverstest"
 	"github.com/crewlet/hub/servers/state"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,11 +34,21 @@ type builtinSurface struct {
 	client *serverstest.Client
 	tools  []Tool
 	local  *fakeSurface
+	// episodes is the search of past turns query_episodes ranks by
+	// meaning, over the fake embeddings provider.
+	episodes *search.Index
 }
 
 func newBuiltinSurface(t *testing.T, store *Store) *builtinSurface {
 	t.Helper()
-	deps := BuiltinDeps{Directory: func() *authority.Directory { return testDirectory() }, Store: store}
+	p := searchtest.NewProvider(t)
+	ix, err := OpenEpisodeSearch(t.Context(), store.Node(), filepath.Join(t.TempDir(), "search"),
+		search.NewOpenAIEmbedder(p.BaseURL(), "", searchtest.Model, 8192), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	deps := BuiltinDeps{Directory: func() *authority.Directory { return testDirectory() }, Store: store, Episodes: ix}
 	c := serverstest.Connect(t, func(tr servers.Trust) *mcp.Server { return NewBuiltinServer(deps, tr, nil) })
 	lt, err := c.CS.ListTools(t.Context(), nil)
 	if err != nil {
@@ -45,7 +58,7 @@ func newBuiltinSurface(t *testing.T, store *Store) *builtinSurface {
 	for _, tool := range lt.Tools {
 		schemas[tool.Name], _ = json.Marshal(tool.InputSchema)
 	}
-	s := &builtinSurface{client: c, local: &fakeSurface{tools: []Tool{commentTool}}}
+	s := &builtinSurface{client: c, local: &fakeSurface{tools: []Tool{commentTool}}, episodes: ix}
 	for _, row := range BuiltinTools(deps) {
 		s.tools = append(s.tools, Tool{Name: row.Name, Description: row.Description, Schema: schemas[row.Name],
 			Hints: row.Hints, Delivers: row.Delivers, Source: "builtin"})
@@ -111,6 +124,13 @@ func (h *harness) turnFor(seat, subject string) TurnRecord {
 	got, found, err := h.store.Turn(rec.Key)
 	if err != nil || !found || got.Running() {
 		h.t.Fatalf("turn %s: %+v %v %v", rec.Key, got, found, err)
+	}
+	// The next turn starts once the search of past turns has read this
+	// one, as a seat's next turn comes long after on a running hub.
+	if b, ok := h.rt.opts.Hub.(builtinHub); ok {
+		if err := b.s.episodes.WaitEmbedded(h.t.Context(), h.store.Node().Position()); err != nil {
+			h.t.Fatal(err)
+		}
 	}
 	return got
 }
@@ -236,9 +256,9 @@ func TestDiaryKeptAndRecalledThroughTurns(t *testing.T) {
 // BLT-1 query_episodes: a seat recalls its own past turns — what woke
 // each (fenced as its writer's), what it answered and how it ended — by
 // what they were about (the turn about the failing invoice export ranks
-// first for a question about it: its words and its meaning both match), by
-// conversation (the turns about one item) and most recent first. A
-// colleague recalls none of them.
+// first for a question about it, whose words and meaning both match, and
+// for one that shares only its meaning), by conversation (the turns about
+// one item) and most recent first. A colleague recalls none of them.
 func TestEpisodesRecalledThroughTurns(t *testing.T) {
 	asks := map[string]string{
 		"EP-1": "The invoice export to the accounting system times out for our largest customers.",
@@ -256,6 +276,7 @@ func TestEpisodesRecalledThroughTurns(t *testing.T) {
 			modeltest.Call{Name: "query_episodes", Args: map[string]any{"query": "invoice export timing out"}},
 			modeltest.Call{Name: "query_episodes", Args: map[string]any{"conversation": "EP-2"}},
 			modeltest.Call{Name: "query_episodes", Args: map[string]any{}},
+			modeltest.Call{Name: "query_episodes", Args: map[string]any{"query": "a refund of a payment"}},
 		), comment("EP-3"), done},
 		"grace EP-4": {call("query_episodes", map[string]any{}), comment("EP-4"), done},
 	}), asks, nil)
@@ -280,6 +301,12 @@ func TestEpisodesRecalledThroughTurns(t *testing.T) {
 	recent := decode[episodesOut](t, res[2])
 	if len(recent.Episodes) != 2 || recent.Episodes[0].Turn != second.Key || recent.Episodes[1].Turn != first.Key {
 		t.Errorf("most recent first: %+v", recent)
+	}
+
+	// By meaning alone: no word of the query is in any turn, and the
+	// invoice export's turn is the one about money.
+	if meant := decode[episodesOut](t, res[3]); len(meant.Episodes) == 0 || meant.Episodes[0].Turn != first.Key {
+		t.Errorf("by meaning alone: %+v", meant)
 	}
 
 	h.turnFor("grace", "EP-4")
