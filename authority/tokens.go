@@ -93,7 +93,7 @@ func (t *Tokens) Verify(secret string) (Principal, bool) {
 	if secret == "" {
 		return Principal{}, false
 	}
-	d := sha256.Sum256([]byte(secret))
+	d := Digest(secret)
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var found Principal
@@ -104,6 +104,24 @@ func (t *Tokens) Verify(secret string) (Principal, bool) {
 		}
 	}
 	return found, ok
+}
+
+// Digest is what a session keeps of the token it was opened with: the
+// digest the store compares, never the token.
+func Digest(secret string) [sha256.Size]byte { return sha256.Sum256([]byte(secret)) }
+
+// Current returns the principal of the token with this id, if it is still
+// held with this digest: a session opened with a token ends when the token
+// is revoked or replaced, though the session never kept the token.
+func (t *Tokens) Current(id string, digest [sha256.Size]byte) (Principal, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, s := range t.tokens {
+		if s.p.TokenID == id && subtle.ConstantTimeCompare(digest[:], s.digest[:]) == 1 {
+			return s.p, true
+		}
+	}
+	return Principal{}, false
 }
 
 // Len is the number of valid tokens.

@@ -166,3 +166,27 @@ func TestIsAdmin(t *testing.T) {
 		t.Errorf("a plain unbound token's caller %+v is an administrator", got)
 	}
 }
+
+// A session keeps a token's id and digest, never the token: the digest
+// names the token while it is held, and nothing once it is revoked or
+// replaced under the same id.
+func TestCurrentByDigest(t *testing.T) {
+	ts := NewTokens(TokenEntry{ID: "a", Secret: "secret-a", Seat: "ada", Admin: true}, TokenEntry{ID: "b", Secret: "secret-b"})
+	if p, ok := ts.Current("a", Digest("secret-a")); !ok || p.Seat != "ada" || !p.Admin {
+		t.Fatalf("a held token: %+v %v", p, ok)
+	}
+	if _, ok := ts.Current("a", Digest("secret-b")); ok {
+		t.Fatal("another token's digest names a")
+	}
+	if _, ok := ts.Current("b", Digest("secret-a")); ok {
+		t.Fatal("a's digest names b")
+	}
+	ts.Replace([]TokenEntry{{ID: "a", Secret: "rotated-a", Seat: "ada"}})
+	if _, ok := ts.Current("a", Digest("secret-a")); ok {
+		t.Fatal("a replaced token's digest still names it")
+	}
+	ts.Revoke("a")
+	if _, ok := ts.Current("a", Digest("rotated-a")); ok {
+		t.Fatal("a revoked token's digest still names it")
+	}
+}

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -107,12 +108,17 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css("#servers")))
 	var session *network.Cookie
 	for _, c := range b.cookies(base) {
-		if c.Name == "crewlet_operator" {
+		if c.Name == "crewlet_session" {
 			session = c
 		}
 	}
 	if session == nil || !session.HTTPOnly || session.SameSite != network.CookieSameSiteStrict {
 		t.Fatalf("session cookie %+v, want HttpOnly and SameSite=Strict", session)
+	}
+	// The cookie names a session the hub keeps; it holds no token, in any
+	// encoding (issue 26, item 3).
+	if strings.Contains(session.Value, e2eToken) || strings.Contains(session.Value, base64.RawURLEncoding.EncodeToString([]byte(e2eToken))) {
+		t.Fatalf("the session cookie holds the token: %q", session.Value)
 	}
 	if html := evalIn[string](b, "document.documentElement.outerHTML + location.href"); strings.Contains(html, e2eToken) {
 		t.Fatal("the operator token is in the page or its address")
@@ -308,6 +314,15 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 	b.do("sign out", chromedp.Navigate(base), chromedp.WaitVisible(css("form.signout")),
 		chromedp.Submit(css("form.signout")), chromedp.WaitVisible(css("#sign-in")))
 	b.do("signed out", chromedp.Navigate(base), chromedp.WaitVisible(css("#sign-in")))
+	// The old cookie, sent again after sign-out, opens nothing.
+	replay, _ := http.NewRequest("GET", base, nil)
+	replay.AddCookie(&http.Cookie{Name: session.Name, Value: session.Value})
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if resp, err := noRedirect.Do(replay); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/settings/mcp-tools/sign-in?ended=1" {
+		t.Fatalf("the signed-out cookie sent again: %s to %q", resp.Status, resp.Header.Get("Location"))
+	}
 
 	// A token revoked while its page is open: the reload that removes it
 	// ends the session there, and the page goes back to sign-in by itself.

@@ -100,7 +100,7 @@ func TestScreenOverTLSInChromium(t *testing.T) {
 	b.shot("01-signed-in-over-https")
 	var session *network.Cookie
 	for _, c := range b.cookies(base) {
-		if c.Name == "crewlet_operator" {
+		if c.Name == "crewlet_session" {
 			session = c
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/oauth"
+	"github.com/crewlet/hub/hub/throttle"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 )
 
@@ -85,10 +86,24 @@ func (f *operator) authenticate(next http.Handler) http.Handler {
 		fields := strings.Fields(r.Header.Get("Authorization"))
 		ref := &oauth.Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token"}
 		if len(fields) == 2 && strings.EqualFold(fields[0], "bearer") {
+			// A source that sent too many wrong credentials is told to
+			// wait before this one is read (issue 26, item 3).
+			source := throttle.Source(r)
+			if wait, blocked := f.throttle.Blocked(source); blocked {
+				f.refusals.note(slog.LevelInfo, "operator_auth_refused", "too many wrong credentials from this address", "path", clip(r.URL.Path), "remote", r.RemoteAddr, "status", http.StatusTooManyRequests)
+				throttle.Refuse(w, wait)
+				return
+			}
 			p, refused := f.verifyBearer(r.Context(), r, fields[1])
 			if refused == nil {
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
 				return
+			}
+			// A credential that is no credential counts; one that is
+			// good but not enough (a scope), or a provider that cannot
+			// be asked, is no guess.
+			if refused.Status == http.StatusUnauthorized {
+				f.throttle.Failed(source)
 			}
 			ref = refused
 		}

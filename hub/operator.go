@@ -13,6 +13,7 @@ import (
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/oauth"
 	"github.com/crewlet/hub/hub/screen"
+	"github.com/crewlet/hub/hub/throttle"
 	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -63,6 +64,9 @@ type operator struct {
 	operatorDeps
 
 	refusals *refusalLog
+	// throttle slows wrong credentials per source address, on the API
+	// and the screen's sign-in alike.
+	throttle *throttle.Throttle
 	screen   *screen.Screen
 	inflight atomic.Int64 // tools/call requests being answered
 	putMu    sync.Mutex   // one company-file edit at a time

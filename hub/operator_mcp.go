@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/crewlet/hub/hub/throttle"
 	"net/http"
 
 	"github.com/crewlet/hub/authority"
@@ -17,7 +18,7 @@ import (
 
 // newOperator builds the operator catalogue's MCP server and its handlers.
 func newOperator(d operatorDeps) *operator {
-	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}, refusals: newRefusalLog(d.log, refusalLogEvery),
+	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}, refusals: newRefusalLog(d.log, refusalLogEvery), throttle: throttle.Default(),
 		sessions: newSessionTable(d.opts.SessionIdle, d.opts.SessionGrace),
 		impl:     &mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}}
 	f.serverInfo, _ = json.Marshal(f.impl)

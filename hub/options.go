@@ -9,6 +9,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
+	"github.com/crewlet/hub/hub/screen"
 	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
@@ -178,6 +179,10 @@ type Options struct {
 	// nil: no approval can be kept, so a server is pinned only if it says
 	// trust: pinned, and its tools are then held for good.
 	Pins *toolpin.Store
+	// ScreenSessions keeps the screen's sign-ins, so they hold across a
+	// restart and on every node of a fleet (issue 26); nil keeps them in
+	// this process.
+	ScreenSessions screen.Sessions
 
 	// artifactFiles is what Artifacts built, for the file route.
 	artifactFiles ArtifactFiles

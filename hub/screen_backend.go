@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -35,6 +36,8 @@ func newScreen(f *operator, done <-chan struct{}) *screen.Screen {
 		Refused: func(r *http.Request, reason string) {
 			f.refusals.note(slog.LevelInfo, "operator_auth_refused", reason, "path", clip(r.URL.Path), "remote", r.RemoteAddr)
 		},
+		Sessions: f.opts.ScreenSessions,
+		Throttle: f.throttle,
 	})
 }
 
@@ -43,6 +46,10 @@ func (b screenBackend) Verify(token string) (authority.Principal, bool) {
 		return authority.Principal{}, false
 	}
 	return b.f.tokens.Verify(token)
+}
+
+func (b screenBackend) Current(tokenID string, digest [sha256.Size]byte) (authority.Principal, bool) {
+	return b.f.tokens.Current(tokenID, digest)
 }
 
 func (b screenBackend) Servers() []screen.Server {

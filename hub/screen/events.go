@@ -39,8 +39,8 @@ func (s *Screen) serveEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	current := func() bool {
-		tok, _ := tokenOf(r)
-		_, ok := s.opts.Backend.Verify(tok)
+		id, _ := sessionOf(r)
+		_, ok := s.current(r.Context(), id)
 		return ok
 	}
 	tick := time.NewTicker(keepAlive)

@@ -27,6 +27,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"embed"
 	"html/template"
 	"io/fs"
@@ -36,6 +37,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/throttle"
 	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/hub/toolscan"
 )
@@ -48,6 +50,10 @@ type Backend interface {
 	// Verify reads an operator token: whose it is, and whether it is
 	// current.
 	Verify(token string) (authority.Principal, bool)
+	// Current answers whose the token with this id and digest is, while
+	// it is still held: what a session, which keeps no token, is checked
+	// against at every request.
+	Current(tokenID string, digest [sha256.Size]byte) (authority.Principal, bool)
 	// Servers reads every server the revision in force declares.
 	Servers() []Server
 	// Tools reads the catalogue: the company's tools and the tools of
@@ -94,6 +100,12 @@ type Options struct {
 	// hub's sampled refusal log; never of the token.
 	Refused func(r *http.Request, reason string)
 	Logger  *slog.Logger
+	// Sessions keeps the sign-ins; nil keeps them in this process.
+	Sessions Sessions
+	// Throttle slows wrong tokens per source; the hub gives the one its
+	// API uses, so a source's wrong tries count once wherever they land.
+	// Nil: the screen's own.
+	Throttle *throttle.Throttle
 }
 
 // Screen serves the pages.
@@ -119,6 +131,12 @@ func New(opts Options) *Screen {
 	}
 	if opts.Refused == nil {
 		opts.Refused = func(*http.Request, string) {}
+	}
+	if opts.Sessions == nil {
+		opts.Sessions = newMemorySessions()
+	}
+	if opts.Throttle == nil {
+		opts.Throttle = throttle.Default()
 	}
 	s := &Screen{opts: opts, origin: http.NewCrossOriginProtection()}
 	_, _ = rand.Read(s.csrfKey[:])

@@ -3,6 +3,7 @@ package screen
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -74,6 +75,16 @@ func (f *fake) Verify(token string) (authority.Principal, bool) {
 	p, ok := f.tokens[token]
 	return p, ok
 }
+func (f *fake) Current(id string, digest [sha256.Size]byte) (authority.Principal, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for tok, p := range f.tokens {
+		if p.TokenID == id && authority.Digest(tok) == digest {
+			return p, true
+		}
+	}
+	return authority.Principal{}, false
+}
 func (f *fake) Servers() []Server     { return f.servers }
 func (f *fake) Tools() []Tool         { return f.tools }
 func (f *fake) SecretNames() []string { return []string{"GITHUB_TOKEN"} }
@@ -131,6 +142,7 @@ func (f *fake) revoke(token string) {
 
 type served struct {
 	*fake
+	*Screen
 	url string
 	// client keeps cookies and never follows redirects, so each answer is
 	// read as it was given.
@@ -147,7 +159,7 @@ func serve(t *testing.T) *served {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() { close(done); srv.Close() })
 	jar, _ := cookiejar.New(nil)
-	return &served{fake: f, url: srv.URL, client: &http.Client{Jar: jar,
+	return &served{fake: f, Screen: s, url: srv.URL, client: &http.Client{Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 

@@ -5,24 +5,30 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/throttle"
 )
 
 // maxFormBytes bounds what a form sent to the screen may weigh.
 const maxFormBytes = 256 << 10
 
-// cookieName holds the operator token, base64url-encoded so any token
-// survives as a cookie value.
-const cookieName = "crewlet_operator"
+// cookieName holds the session id: never the token, which the hub does
+// not keep either.
+const cookieName = "crewlet_session"
 
 // viewer is who is signed in on this request.
 type viewer struct {
 	authority.Principal
 	// CSRF is the token every state-changing request of this session
-	// carries: derived from the operator token, never the token.
+	// carries: derived from the session id, never the operator token.
 	CSRF string
 }
 
@@ -41,24 +47,50 @@ func viewerOf(r *http.Request) *viewer {
 	return v
 }
 
-func (s *Screen) csrfFor(token string) string {
+func (s *Screen) csrfFor(session string) string {
 	m := hmac.New(sha256.New, s.csrfKey[:])
 	m.Write([]byte("crewlet screen csrf\x00"))
-	m.Write([]byte(token))
+	m.Write([]byte(session))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// tokenOf reads the session's operator token from its cookie.
-func tokenOf(r *http.Request) (string, bool) {
+// sessionOf reads the session id from the request's cookie; had says a
+// cookie was sent at all.
+func sessionOf(r *http.Request) (id string, had bool) {
 	c, err := r.Cookie(cookieName)
 	if err != nil || c.Value == "" {
 		return "", false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(c.Value)
-	if err != nil || len(b) == 0 {
-		return "", true
+	return c.Value, true
+}
+
+// current answers who a session stands for, if it is held and the
+// credential that opened it is still current; a session whose credential
+// was revoked or replaced is forgotten here.
+func (s *Screen) current(ctx context.Context, id string) (authority.Principal, bool) {
+	if id == "" {
+		return authority.Principal{}, false
 	}
-	return string(b), true
+	key := sessionKey(id)
+	b, err := s.opts.Sessions.Get(ctx, key)
+	if err != nil {
+		if !errors.Is(err, ErrNoSession) {
+			s.opts.Logger.Error("screen_session_unreadable", "error", err.Error())
+		}
+		return authority.Principal{}, false
+	}
+	rec, ok := decodeRecord(b)
+	var digest [sha256.Size]byte
+	if d, err := hex.DecodeString(rec.Digest); ok && err == nil && len(d) == sha256.Size {
+		copy(digest[:], d)
+		if p, ok := s.opts.Backend.Current(rec.TokenID, digest); ok {
+			return p, true
+		}
+	}
+	if err := s.opts.Sessions.Delete(ctx, key); err != nil {
+		s.opts.Logger.Error("screen_session_unforgotten", "error", err.Error())
+	}
+	return authority.Principal{}, false
 }
 
 // wantsPage says whether a refused request is a person navigating, who is
@@ -73,12 +105,12 @@ func wantsPage(r *http.Request) bool {
 // admin pages to administrators only.
 func (s *Screen) session(next http.HandlerFunc, admin bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, had := tokenOf(r)
-		p, ok := s.opts.Backend.Verify(tok)
-		if tok == "" || !ok {
+		id, had := sessionOf(r)
+		p, ok := s.current(r.Context(), id)
+		if !ok {
 			if had {
-				// The token was revoked, or the cookie was never one:
-				// the session ends here.
+				// The session was signed out, expired or its token
+				// revoked, or the cookie was never one: it ends here.
 				s.opts.Refused(r, "session token unknown or revoked")
 				clearCookie(w, r)
 			}
@@ -93,7 +125,7 @@ func (s *Screen) session(next http.HandlerFunc, admin bool) http.HandlerFunc {
 			http.Error(w, "Unauthorized: sign in again; this session's token is not a current operator credential.", http.StatusUnauthorized)
 			return
 		}
-		v := &viewer{Principal: p, CSRF: s.csrfFor(tok)}
+		v := &viewer{Principal: p, CSRF: s.csrfFor(id)}
 		if r.Method != http.MethodGet {
 			// A form of the screen is a few KiB; nothing larger is read.
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
@@ -128,8 +160,8 @@ func (s *Screen) crossOrigin(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "Forbidden: this request came from a page of another origin; the screen takes changes only from its own pages.", http.StatusForbidden)
 }
 
-func setCookie(w http.ResponseWriter, r *http.Request, token string) {
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: base64.RawURLEncoding.EncodeToString([]byte(token)), Path: Base,
+func setCookie(w http.ResponseWriter, r *http.Request, session string) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: session, Path: Base, MaxAge: int(sessionTTL / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 }
 
@@ -143,8 +175,8 @@ type signIn struct {
 }
 
 func (s *Screen) serveSignInPage(w http.ResponseWriter, r *http.Request) {
-	if tok, _ := tokenOf(r); tok != "" {
-		if _, ok := s.opts.Backend.Verify(tok); ok {
+	if id, _ := sessionOf(r); id != "" {
+		if _, ok := s.current(r.Context(), id); ok {
 			http.Redirect(w, r, Base, http.StatusSeeOther)
 			return
 		}
@@ -152,30 +184,59 @@ func (s *Screen) serveSignInPage(w http.ResponseWriter, r *http.Request) {
 	var d signIn
 	switch {
 	case r.URL.Query().Get("ended") == "1":
-		d.Note = "Your session ended: its token is no longer a current operator credential. Sign in with a current one."
+		d.Note = "Your session ended: it was signed out, it expired, or its token is no longer a current operator credential. Sign in with a current one."
 	case r.URL.Query().Get("out") == "1":
 		d.Note = "You are signed out."
 	}
 	s.render(w, r, http.StatusOK, page{Title: "Sign in", Body: "signin", Data: d})
 }
 
-// serveSignIn takes the token from the form's body (never the URL) and
-// keeps it in the session cookie. A wrong token is answered 401 and sets
-// nothing.
+// serveSignIn takes the token from the form's body (never the URL), and
+// opens a session for it: the cookie carries the session's id, the hub
+// keeps which credential opened it. A wrong token is answered 401 and
+// sets nothing; a source that sent too many is answered 429 before its
+// token is read, as the API answers it.
 func (s *Screen) serveSignIn(w http.ResponseWriter, r *http.Request) {
+	source := throttle.Source(r)
+	if wait, blocked := s.opts.Throttle.Blocked(source); blocked {
+		s.opts.Refused(r, "too many wrong tokens from this address")
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+		s.render(w, r, http.StatusTooManyRequests, page{Title: "Sign in", Body: "signin",
+			Data: signIn{Error: fmt.Sprintf("Too many wrong tokens came from this address: wait %d s, then try again.", int(wait/time.Second)+1)}})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	tok := strings.TrimSpace(r.PostFormValue("token"))
-	if _, ok := s.opts.Backend.Verify(tok); tok == "" || !ok {
+	p, ok := s.opts.Backend.Verify(tok)
+	if tok == "" || !ok {
+		s.opts.Throttle.Failed(source)
 		s.opts.Refused(r, "unknown or revoked token")
 		s.render(w, r, http.StatusUnauthorized, page{Title: "Sign in", Body: "signin",
 			Data: signIn{Error: "That is not a current operator token. Check it and try again."}})
 		return
 	}
-	setCookie(w, r, tok)
+	id := newSessionID()
+	digest := authority.Digest(tok)
+	rec := sessionRecord{TokenID: p.TokenID, Digest: hex.EncodeToString(digest[:]), Created: time.Now().UTC()}
+	if err := s.opts.Sessions.Put(r.Context(), sessionKey(id), encodeRecord(rec), sessionTTL); err != nil {
+		s.opts.Logger.Error("screen_session_unkept", "error", err.Error())
+		http.Error(w, "The hub could not keep your session; its log says why. Try again.", http.StatusServiceUnavailable)
+		return
+	}
+	setCookie(w, r, id)
 	http.Redirect(w, r, Base, http.StatusSeeOther)
 }
 
+// serveSignOut ends the session where it is kept, so its cookie, kept or
+// copied, opens nothing after.
 func (s *Screen) serveSignOut(w http.ResponseWriter, r *http.Request) {
+	if id, _ := sessionOf(r); id != "" {
+		if err := s.opts.Sessions.Delete(r.Context(), sessionKey(id)); err != nil {
+			s.opts.Logger.Error("screen_session_unforgotten", "error", err.Error())
+			http.Error(w, "The hub could not end your session; its log says why. Try again.", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	clearCookie(w, r)
 	http.Redirect(w, r, Base+"/sign-in?out=1", http.StatusSeeOther)
 }

@@ -72,13 +72,17 @@ func ttlOf(d time.Duration) time.Duration {
 // TTLBucket opens (or creates) the named bucket beside the log, replicated
 // as the log is. A fleet still forming is waited for, within ctx.
 func (l *JetStreamLog) TTLBucket(ctx context.Context, name string) (*TTLBucket, error) {
+	return l.ttlBucket(ctx, name, jetstream.MemoryStorage)
+}
+
+func (l *JetStreamLog) ttlBucket(ctx context.Context, name string, storage jetstream.StorageType) (*TTLBucket, error) {
 	var kv jetstream.KeyValue
 	err := untilReady(ctx, func(ctx context.Context) error {
 		var err error
 		kv, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:         name,
 			History:        1,
-			Storage:        jetstream.MemoryStorage,
+			Storage:        storage,
 			Replicas:       l.replicas,
 			LimitMarkerTTL: markerTTL,
 		})
@@ -94,10 +98,21 @@ func (l *JetStreamLog) TTLBucket(ctx context.Context, name string) (*TTLBucket, 
 // JetStream one (embedded, or a fleet's), also when a test wraps it (a log
 // with Unwrap).
 func (n *Node) TTLBucket(ctx context.Context, name string) (*TTLBucket, error) {
+	return n.ttlBucket(ctx, name, jetstream.MemoryStorage)
+}
+
+// DurableTTLBucket is a TTLBucket whose keys are kept on disk, in the data
+// directory beside the log: what must outlive a node's restart until its
+// TTL runs out (a person's sign-in).
+func (n *Node) DurableTTLBucket(ctx context.Context, name string) (*TTLBucket, error) {
+	return n.ttlBucket(ctx, name, jetstream.FileStorage)
+}
+
+func (n *Node) ttlBucket(ctx context.Context, name string, storage jetstream.StorageType) (*TTLBucket, error) {
 	l := n.log
 	for {
 		if js, ok := l.(*JetStreamLog); ok {
-			return js.TTLBucket(ctx, name)
+			return js.ttlBucket(ctx, name, storage)
 		}
 		u, ok := l.(interface{ Unwrap() Log })
 		if !ok {
