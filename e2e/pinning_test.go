@@ -58,26 +58,9 @@ func init() {
 	os.Exit(0)
 }
 
-// pinCompany runs an assistant seat on the fake model, with the weather
-// server pinned (the default for a server new to the log).
-const pinCompany = `
-providers:
-  fake: {api: openai, base_url: "{{BASE}}", api_key: "${E2E_MODEL_KEY}"}
-models:
-  default: {provider: fake, model: e2e-model}
-units:
-  - id: core
-    name: Core
-    lead: ada
-    project: CORE
-    roles:
-      - {name: Ada, handle: ada, kind: human, admin: true}
-      - {name: Assistant, handle: assistant}
-api:
-  auth:
-    tokens:
-      - {id: ada, token: "${E2E_TOKEN}", seat: ada}
-mcp_servers:
+// pinCompany is turnCompany's assistant on the fake model, with the
+// weather server pinned (the default for a server new to the log).
+const pinCompany = turnCompany + `mcp_servers:
   - name: weather
     command: {{SELF}}
     env: {CREWLET_E2E_WEATHER: "1", CREWLET_E2E_WEATHER_DESC: {{DESC}}, CREWLET_E2E_WEATHER_PID: {{PID}}}
@@ -112,7 +95,7 @@ func TestChangedToolDescriptionIsHeldUntilAPersonApproves(t *testing.T) {
 		}
 		return modeltest.Reply{Text: "Done."}
 	})
-	doc := strings.NewReplacer("{{BASE}}", model.OpenAIBase(), "{{SELF}}", strconv.Quote(self),
+	doc := strings.NewReplacer("{{API}}", "openai", "{{BASE}}", model.OpenAIBase(), "{{SELF}}", strconv.Quote(self),
 		"{{DESC}}", strconv.Quote(descFile), "{{PID}}", strconv.Quote(pidFile)).Replace(pinCompany)
 	cfg := filepath.Join(tmp, "company.yaml")
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
