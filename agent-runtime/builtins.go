@@ -112,7 +112,7 @@ func BuiltinTools(d BuiltinDeps) []servers.Tool {
 				"Write a corrected procedure as the new body of one of your own skills (a new one if you have none by that name); the previous version is kept.",
 				writeOwn, "", b.refineSkill),
 			servers.Typed("mark_onboarded",
-				"Stamp your onboarding mark once you have read the onboarding pages that matter to your role; offered until you have.",
+				"Stamp your onboarding mark once you have read the onboarding pages that matter to your role; offered in your onboarding pass, which runs before your first turn's work until you have.",
 				writeOwn, "", b.markOnboarded),
 			servers.Typed("a2a_ask",
 				"Ask one AI colleague one question over the private channel and wait for its answer. The colleague sees only your question, so make it complete.",

@@ -27,13 +27,15 @@ import (
 // on a real state node; a test reads back what a call changed, in a later
 // turn of its own, as the seat would.
 
-// builtinSurface is a seat's surface of the engine's builtins, beside a
-// recorded comment tool that delivers, so a turn that answered somebody
-// ends delivered without a reminder round.
+// builtinSurface is a seat's surface of the engine's builtins, beside
+// tools answered here: a comment tool that delivers, so a turn that
+// answered somebody ends delivered without a reminder round, and whatever
+// a test adds.
 type builtinSurface struct {
 	client *serverstest.Client
 	tools  []Tool
-	local  *fakeSurface
+	// local are the answers of the tools answered here, by name.
+	local map[string]string
 	// episodes is the search of past turns query_episodes ranks by
 	// meaning, over the fake embeddings provider.
 	episodes *search.Index
@@ -58,20 +60,26 @@ func newBuiltinSurface(t *testing.T, store *Store) *builtinSurface {
 	for _, tool := range lt.Tools {
 		schemas[tool.Name], _ = json.Marshal(tool.InputSchema)
 	}
-	s := &builtinSurface{client: c, local: &fakeSurface{tools: []Tool{commentTool}}, episodes: ix}
+	s := &builtinSurface{client: c, local: map[string]string{}, episodes: ix}
 	for _, row := range BuiltinTools(deps) {
 		s.tools = append(s.tools, Tool{Name: row.Name, Description: row.Description, Schema: schemas[row.Name],
 			Hints: row.Hints, Delivers: row.Delivers, Source: "builtin"})
 	}
-	s.tools = append(s.tools, commentTool)
+	s.add(commentTool, `{"outcome":"applied"}`)
 	return s
+}
+
+// add offers a tool answered here, always with answer.
+func (s *builtinSurface) add(tool Tool, answer string) {
+	s.tools = append(s.tools, tool)
+	s.local[tool.Name] = answer
 }
 
 func (s *builtinSurface) Tools() []Tool { return s.tools }
 
 func (s *builtinSurface) Call(ctx context.Context, c authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult {
-	if name == commentTool.Name {
-		return s.local.Call(ctx, c, name, args)
+	if answer, ok := s.local[name]; ok {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: answer}}}
 	}
 	var in map[string]any
 	if err := json.Unmarshal(args, &in); err != nil {
@@ -137,10 +145,17 @@ func (h *harness) turnFor(seat, subject string) TurnRecord {
 
 // bySubject answers each turn from its own steps, the turn picked by the
 // subject its opening names (and, for the seat, by the system text): the
-// nth model round of that turn gets the nth reply.
+// nth model round of that turn gets the nth reply. A seat's onboarding
+// pass is answered from the steps under "onboarding <seat>".
 func bySubject(turns map[string][]modeltest.Reply) modeltest.Script {
 	return func(c modeltest.Conversation) modeltest.Reply {
 		for key, steps := range turns {
+			if seat, ok := strings.CutPrefix(key, "onboarding "); ok {
+				if strings.HasPrefix(c.System, "This is the onboarding pass of @"+seat+",") {
+					return steps[min(c.Round(), len(steps)-1)]
+				}
+				continue
+			}
 			seat, subject, ok := strings.Cut(key, " ")
 			if !ok {
 				seat, subject = "alan", key
@@ -395,44 +410,6 @@ func storedSkill(t *testing.T, s *Store, seat, name string) skill {
 		t.Fatal(err)
 	}
 	return sk
-}
-
-// BLT-1 mark_onboarded: a seat not yet onboarded is offered the mark, and
-// stamps it with what it read; from then on its turns are not offered it,
-// and a call made anyway is refused forbidden before it runs. A note past
-// its bound is refused naming the field and the limit, and stamps nothing
-// (OUT-2's refuse shape).
-func TestOnboardingMarkedThroughTurns(t *testing.T) {
-	h, _ := newBuiltinHarness(t, bySubject(map[string][]modeltest.Reply{
-		"ON-1": {
-			call("mark_onboarded", map[string]any{"note": strings.Repeat("n", maxNote+1)}),
-			call("mark_onboarded", map[string]any{"note": "Read the engineering handbook and the on-call rota."}),
-			comment("ON-1"), done},
-		"ON-2": {call("mark_onboarded", map[string]any{"note": "again"}), comment("ON-2"), done},
-	}), nil, nil)
-	if h.store.Onboarded("alan") {
-		t.Fatal("onboarded before any turn")
-	}
-	h.turnFor("alan", "ON-1")
-	if r := results(t, h.model, "alan", "ON-1", 0)[0]; !strings.HasPrefix(r.Text, "Refused (invalid)") || !strings.Contains(r.Text, "note is 4001 bytes") {
-		t.Errorf("a note past its bound: %+v", r)
-	}
-	if out := decode[onboardOut](t, results(t, h.model, "alan", "ON-1", 1)[0]); out.Outcome != "applied" {
-		t.Errorf("marked: %+v", out)
-	}
-	if !h.store.Onboarded("alan") || h.store.Onboarded("grace") {
-		t.Fatalf("onboarded: alan %v, grace %v", h.store.Onboarded("alan"), h.store.Onboarded("grace"))
-	}
-
-	h.turnFor("alan", "ON-2")
-	for _, c := range h.model.Requests() {
-		if wokenAbout(c, "alan", "ON-2") && c.Offers("mark_onboarded") {
-			t.Fatalf("an onboarded seat is offered mark_onboarded: %v", c.Tools)
-		}
-	}
-	if r := results(t, h.model, "alan", "ON-2", 0)[0]; !strings.HasPrefix(r.Text, "Refused (forbidden)") || !strings.Contains(r.Text, "not offered") {
-		t.Errorf("mark_onboarded once onboarded: %+v", r)
-	}
 }
 
 // BLT-1 a2a_ask, and the agent-to-agent wake: alan's turn asks grace one

@@ -128,6 +128,9 @@ func (t *turn) run(ctx context.Context) (outcome, reason, account string) {
 	t.surface = t.r.opts.Hub.Surface(t.rec.Seat)
 	t.offer()
 	opening := t.opening()
+	if onboarded := t.onboard(ctx); onboarded != "" {
+		opening += "\n\n" + onboarded
+	}
 	if recalled := t.prefetch(ctx); recalled != "" {
 		opening += "\n\n" + recalled
 	}
@@ -229,9 +232,9 @@ func (t *turn) ask(ctx context.Context, req Request, worker bool) (Reply, *autho
 
 // offer builds the tools the model is shown this turn from the frozen
 // surface: the seat's own first, then the company's, then delegate.
-// mark_onboarded is offered only to a seat not yet onboarded, and a turn
-// that answers a colleague's a2a_ask may not ask another in turn (a chain
-// of seats waiting on each other).
+// mark_onboarded is offered only to the onboarding pass (onboard), and a
+// turn that answers a colleague's a2a_ask may not ask another in turn (a
+// chain of seats waiting on each other).
 func (t *turn) offer() {
 	tools := t.surface.Tools()
 	t.all = make(map[string]Tool, len(tools))
@@ -242,7 +245,7 @@ func (t *turn) offer() {
 		case tool.Name == delegateName:
 			t.log.Warn("tool_shadowed", "tool", tool.Name, "source", tool.Source, "reason", "delegate is the turn's own")
 			continue
-		case tool.Name == "mark_onboarded" && t.r.opts.Store.Onboarded(t.rec.Seat):
+		case tool.Name == "mark_onboarded":
 			continue
 		case tool.Name == "a2a_ask" && t.rec.Feed == A2AFeedName:
 			continue
