@@ -155,11 +155,10 @@ var seedKinds = []seedKind{
 	{"nested 998 levels, the deepest read", 0x20, deepAs(998)},
 	{"nested 999 levels, one past", 0x20, deepAs(999)},
 	{"nested 1,500 levels", 0x21, deepAs(1500)},
-	// Not a stream broken after its notes: through the hub's SDK route,
-	// the notes a stdio server wrote before it died are at times lost (an
-	// open defect of the hub's), which would make a replay fail at random.
-	// An exploration finds it.
 	{"an answer broken mid-way", 0x80, broken(bodyHas(`"content":[{`))},
+	// The notes a stdio server wrote before it died reach the client
+	// before the call is told it died (issue 25).
+	{"a stream broken mid-answer, after its notes", 0x81, broken(notesAtLeast(2, bodyHas(`"content":[{`)))},
 	{"an image whose MIME type holds a secret", 0x00, itemWith("image", "mimeType", transparencySecret)},
 	{"audio whose MIME type holds a control character", 0x00, itemWith("audio", "mimeType", `\u0007`)},
 	{"a resource with text and blob", 0x00, itemWith("resource", "resource", `"blob"`, `"text"`)},

@@ -97,6 +97,18 @@ func (i *Instance) supervise(ctx context.Context) {
 			close(c.recorded)
 			return
 		case <-exited:
+			// The process is gone, but what it wrote before it went may
+			// still be in its pipe: the session reads to the pipe's end
+			// and ends by itself there. Until it has, a call's last
+			// progress and log lines are unread, and declaring the death
+			// now would answer the call before them and close the
+			// session under its reader, which drops what is queued. A
+			// grandchild holding the pipe open keeps it from ending:
+			// the wait is bounded.
+			select {
+			case <-c.ended:
+			case <-time.After(exitGrace):
+			}
 		case <-c.ended:
 		}
 		cause := "its session ended"

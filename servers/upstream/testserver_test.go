@@ -103,6 +103,16 @@ func serveGoSDK() {
 				}
 				return nil, textOut{Text: "said it all"}, nil
 			})
+		mcp.AddTool(s, &mcp.Tool{Name: "chatty_crash", Description: "reports progress three times, then dies without answering"},
+			func(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+				if tok := req.Params.GetProgressToken(); tok != nil {
+					for i := 1; i <= 3; i++ {
+						_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3})
+					}
+				}
+				os.Exit(3)
+				return nil, textOut{}, nil
+			})
 	}
 	// With UPSTREAM_SHOUT set, the server offers a tool that writes one
 	// stderr line of the given size, then another line, then answers.

@@ -184,6 +184,29 @@ func TestCallRawProgressComesBeforeTheAnswer(t *testing.T) {
 	}
 }
 
+// What a stdio server says during a call before it dies (its progress)
+// reaches the client before the call is told the server died: the pipe is
+// read to its end before the death is declared, however soon the process
+// is reaped (issue 25: through the SDK's route these notes were at times
+// lost, the session closed under its reader).
+func TestProgressBeforeADeathReachesTheClient(t *testing.T) {
+	in, _ := startTest(t, testSpec(t, "go-sdk", map[string]string{"UPSTREAM_CHATTY": "1"}), nil)
+	for round := range 12 {
+		waitState(t, in, StateRunning, 10*time.Second)
+		sink := &progressSink{}
+		ctx, cancel := context.WithTimeout(WithDownstream(context.Background(), sink), 10*time.Second)
+		_, _, err := in.CallRaw(ctx, "chatty_crash", json.RawMessage(`{}`))
+		cancel()
+		sink.mu.Lock()
+		seen := slices.Clone(sink.seen)
+		sink.mu.Unlock()
+		var down *DownError
+		if !errors.As(err, &down) || !reflect.DeepEqual(seen, []float64{1, 2, 3}) {
+			t.Fatalf("round %d: %v; progress seen before the answer: %v", round, err, seen)
+		}
+	}
+}
+
 // A tool whose arguments travel in headers too (x-mcp-header) takes the
 // route every call takes: on 2026-07-28 its call carries the headers a
 // go-sdk server checks against the body, refusing a call whose headers are
