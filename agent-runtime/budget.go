@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -72,6 +73,9 @@ type Budget struct {
 
 	mu   sync.Mutex
 	used map[spendKey]int64
+	// tally, once Share set it, is the fleet's counters every decision
+	// is made against (budget_shared.go); used is then unread.
+	tally *tally
 }
 
 // NewBudget counts against ceilings; now is the clock (time.Now if nil).
@@ -89,8 +93,18 @@ func NewBudget(ceilings func() []Ceiling, now func() time.Time) *Budget {
 // seat empty the company's.
 func (b *Budget) Spent(seat, period string, at time.Time) int64 {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used[spendKey{period, WindowStart(period, at).Unix(), seat}]
+	t := b.tally
+	if t == nil {
+		defer b.mu.Unlock()
+		return b.used[spendKey{period, WindowStart(period, at).Unix(), seat}]
+	}
+	b.mu.Unlock()
+	// A fleet's spending is the shared counter's (zero when it cannot be
+	// read); only windows a ceiling names are counted there.
+	ctx, cancel := context.WithTimeout(context.Background(), tallyWait)
+	defer cancel()
+	n, _ := t.spent(ctx, window{period: period, start: WindowStart(period, at), seat: seat})
+	return n
 }
 
 // Load adds spending recorded before this process started (the log's
@@ -114,6 +128,12 @@ func (b *Budget) addLocked(seat string, at time.Time, tokens int64) {
 // what the call really spent (zero usage for a call that failed before
 // spending anything); it must be called once.
 func (b *Budget) Reserve(seat string, need int64) (settle func(Usage), refusal *authority.Refusal) {
+	b.mu.Lock()
+	t := b.tally
+	b.mu.Unlock()
+	if t != nil {
+		return b.reserveShared(t, seat, need)
+	}
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 
 	"github.com/crewlet/hub/agent-runtime"
@@ -95,6 +96,15 @@ func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtim
 		}
 		return out
 	}, nil)
+	if d.fleet {
+		// Every node decides against the company's whole spending: the
+		// counters beside the shared log, not this node's own (issue 27).
+		bucket, err := d.node.DurableTTLBucket(ctx, agent.BudgetBucket)
+		if err != nil {
+			return nil, fmt.Errorf("opening the fleet's budget counters: %w", err)
+		}
+		budget.Share(bucket, d.store)
+	}
 	rt, err := agent.New(agent.Options{
 		Store:      d.store,
 		Hub:        hubLink{h},
