@@ -232,6 +232,9 @@ func (h *Hub) Apply(c *config.Company) error {
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)
 	h.servers.reconcile(c)
+	if h.opts.Applied != nil {
+		h.opts.Applied(c)
+	}
 	h.operator.changes.changed()
 	h.log.Info("company_applied", "seats", len(h.dir.Load().Seats()), "operator_tokens", len(entries))
 	return nil

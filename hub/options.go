@@ -120,6 +120,10 @@ type Options struct {
 	// Reload re-reads the company for POST /config/reload and SIGHUP; nil
 	// means the company cannot be reloaded.
 	Reload func() (*config.Company, error)
+	// Applied is told each revision once it is in force, however it was
+	// applied (at start, a reload, an edit through the API), for what
+	// the node keeps outside the hub; nil tells nobody.
+	Applied func(*config.Company)
 	// Redact lists further values to redact from tool results (the secret
 	// store's), asked on every apply.
 	Redact func() []string

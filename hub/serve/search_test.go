@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/servers/search/searchtest"
 	"github.com/crewlet/hub/tracker-mcp"
@@ -111,24 +112,94 @@ models:
 	}
 }
 
-// A reload that changes the embeddings model says it waits for a restart;
-// one that does not says nothing.
-func TestReloadSaysAModelChangeWaitsForARestart(t *testing.T) {
-	parse := func(model string) *config.Company {
-		c, err := config.Parse(fmt.Appendf(nil, "providers:\n  local: {api: openai, base_url: \"http://127.0.0.1:1/v1\"}\nmodels:\n  embeddings: {provider: local, model: %s}\n", model))
-		if err != nil {
-			t.Fatal(err)
+// A reload that names another embeddings model switches search to it
+// without a restart (issue 27): while the items are embedded again with
+// the new model, search_work_items ranks by keyword and says so, and once
+// they are, an item is found by meaning again. The new model's vectors
+// are the old one's axes reversed, so the item a query shares only its
+// meaning with is found first only if it was embedded again.
+func TestReloadSwitchesTheEmbeddingsModel(t *testing.T) {
+	p := searchtest.NewProvider(t)
+	company := func(model string) []byte {
+		return fmt.Appendf(nil, `units:
+  - {id: core, name: Core, project: CORE, lead: ada, roles: [{name: Ada, handle: ada, kind: human, admin: true}]}
+api: {auth: {tokens: [{id: laptop, token: "${ADA_TOKEN}", seat: ada}]}}
+providers:
+  local: {api: openai, base_url: %q}
+models:
+  embeddings: {provider: local, model: %s, max_input_tokens: 512}
+`, p.BaseURL(), model)
+	}
+	cfg := filepath.Join(t.TempDir(), "company.yaml")
+	if err := os.WriteFile(cfg, company(searchtest.Model), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const token = "ada-token-0123456789abcdef"
+	env := hubtest.NewEnv(map[string]string{"ADA_TOKEN": token})
+	base, _, stop := runUntilListening(t, Options{ConfigFile: cfg, DataDir: t.TempDir(), LookupEnv: env.Lookup})
+	defer func() { _ = stop() }()
+	cs := hubtest.Connect(t, base+"/operator/mcp", token, "")
+	call := func(tool string, args map[string]any) map[string]any {
+		t.Helper()
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %s", tool, err, hubtest.Text(res))
 		}
-		return c
+		var out map[string]any
+		b, _ := json.Marshal(res.StructuredContent)
+		_ = json.Unmarshal(b, &out)
+		return out
 	}
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	noteModelChange(parse("nomic-embed-text"), parse("nomic-embed-text"), log)
-	if logs.Len() != 0 {
-		t.Fatalf("an unchanged model: %s", logs.String())
+	// first waits, with a deadline, until a search by meaning for car
+	// answers with no sentence, and says which item it ranks first.
+	first := func() string {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			out := call("search_work_items", map[string]any{"query": "car", "mode": "semantic"})
+			if items, _ := out["items"].([]any); out["mode"] == "semantic" && out["degraded"] == nil && out["note"] == nil && len(items) > 0 {
+				return items[0].(map[string]any)["key"].(string)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("search never ranked by meaning: %v", out)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
-	noteModelChange(parse("nomic-embed-text"), parse("all-minilm"), log)
-	if !strings.Contains(logs.String(), "search_embeddings_changed") {
-		t.Fatalf("a changed model: %s", logs.String())
+	call("create_work_item", map[string]any{"title": "My automobile will not start"})
+	call("create_work_item", map[string]any{"title": "Quarterly agenda"})
+	call("create_work_item", map[string]any{"title": "Soup for the offsite"})
+	if got := first(); got != "CORE-1" {
+		t.Fatalf("before the change, meaning ranks %s first", got)
+	}
+
+	// The provider holds the new vectors back while the change is looked
+	// at half done.
+	p.SetDown(true)
+	if err := os.WriteFile(cfg, company(searchtest.Reversed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/config/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("reload: %d %s", resp.StatusCode, body)
+	}
+	out := call("search_work_items", map[string]any{"query": "automobile"})
+	items, _ := out["items"].([]any)
+	degraded, _ := out["degraded"].(string)
+	if out["mode"] != "keyword" || len(items) != 1 || items[0].(map[string]any)["key"] != "CORE-1" ||
+		!strings.Contains(degraded, "changed to "+searchtest.Reversed) || !strings.Contains(degraded, "keyword alone") {
+		t.Fatalf("while the items are embedded again: %v", out)
+	}
+
+	p.SetDown(false)
+	if got := first(); got != "CORE-1" {
+		t.Fatalf("after the change, meaning ranks %s first", got)
 	}
 }

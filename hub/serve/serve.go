@@ -158,7 +158,6 @@ func Run(ctx context.Context, o Options) error {
 	reload := func() (*config.Company, error) {
 		c, err := src.load()
 		if err == nil {
-			noteModelChange(company, c, log)
 			reloadKeyPair(pair, tlsFiles(o.TLS, c, o.ConfigFile), log)
 		}
 		return c, err
@@ -198,6 +197,7 @@ func Run(ctx context.Context, o Options) error {
 		Env:         src.env,
 		Logger:      log,
 		Reload:      reload,
+		Applied:     indexes.applied,
 		Redact:      src.storedValues,
 		ConfigFile:  o.ConfigFile,
 		FirstParty:  fp,

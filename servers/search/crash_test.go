@@ -185,7 +185,7 @@ func checkConsistent(t *testing.T, dir, what string, wantRebuilt bool) {
 			if h.Fields["title"] != d.Title || h.Fields["body"] != d.Body {
 				return fmt.Errorf("%s: keyword index holds %q / %q for %s, the projection %q / %q", what, h.Fields["title"], h.Fields["body"], h.ID, d.Title, d.Body)
 			}
-			row, _ := ix.vecs.get(h.ID)
+			row, _ := ix.meaning.Load().vecs.get(h.ID)
 			if row.digest != textDigest(searchtest.Model, opening(docText(d), emb.MaxInputBytes())) || row.scope != d.Scope {
 				return fmt.Errorf("%s: the vector of %s is not of its current text and scope", what, h.ID)
 			}

@@ -3,12 +3,14 @@ package search
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // Bounds of the embedder's work.
@@ -29,10 +31,16 @@ const (
 // how vectors catch up after a crash, a rebuilt projection, or a change of
 // model: an id the indexer handed before a crash is not remembered, but its
 // digest no longer matches, or its vector is missing.
+//
+// A worker serves one model for its life; a change of model (SetEmbedder)
+// replaces the worker, and with it the vectors in memory.
 type embedWorker struct {
 	ix    *Index
 	e     Embedder
 	model string
+	vecs  *vectors
+	stop  context.CancelFunc // set when it starts
+	ended chan struct{}      // closed when run returns
 
 	mu       sync.Mutex
 	pending  map[string]struct{}
@@ -40,17 +48,36 @@ type embedWorker struct {
 	handed   uint64 // the last position the indexer handed ids up to
 	done     uint64 // vectors reflect the projection through here
 	swept    bool
-	down     error         // the provider's last failure, nil once it answers again
-	moved    chan struct{} // closed and replaced whenever done advances
-	wake     chan struct{}
+	// ready says meaning may rank with this worker's vectors: from the
+	// start for the model a node opened with (a backlog is noted in the
+	// answer), but after a change of model only once every document has
+	// its vector of the new model, since until then most have none.
+	ready bool
+	down  error         // the provider's last failure, nil once it answers again
+	moved chan struct{} // closed and replaced whenever done advances
+	wake  chan struct{}
 }
 
-func newEmbedWorker(ix *Index) *embedWorker {
-	return &embedWorker{
-		ix: ix, e: ix.opts.Embedder, model: ix.opts.Embedder.Model(),
-		pending: map[string]struct{}{}, handed: ix.through,
-		moved: make(chan struct{}), wake: make(chan struct{}, 1),
+// newEmbedWorker is a worker for e, with the vectors of e's model the
+// node's store holds; ready says whether meaning may rank with them before
+// the worker has caught up.
+func newEmbedWorker(ix *Index, e Embedder, ready bool) (*embedWorker, error) {
+	vecs, err := loadVectors(ix.opts.Node, ix.opts.Kind, e.Model())
+	if err != nil {
+		return nil, fmt.Errorf("search: read the %s vectors: %w", ix.opts.Kind, err)
 	}
+	return &embedWorker{
+		ix: ix, e: e, model: e.Model(), vecs: vecs, ready: ready,
+		pending: map[string]struct{}{}, handed: ix.Through(),
+		moved: make(chan struct{}), wake: make(chan struct{}, 1), ended: make(chan struct{}),
+	}, nil
+}
+
+// isReady reports whether meaning may rank with the worker's vectors.
+func (w *embedWorker) isReady() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ready
 }
 
 // hand queues ids the keyword index has just indexed through position
@@ -107,6 +134,9 @@ func (w *embedWorker) take(n int) []string {
 		delete(w.pending, id)
 	}
 	w.inflight = len(ids)
+	if len(ids) == 0 && w.swept {
+		w.ready = true
+	}
 	if len(ids) == 0 && w.swept && w.handed > w.done {
 		w.done = w.handed
 		close(w.moved)
@@ -125,7 +155,12 @@ func (w *embedWorker) requeue(ids []string) {
 	w.inflight = 0
 }
 
-// waitFor returns once the vectors reflect the projection through pos.
+// errReplaced says a worker was replaced by one of another model while
+// somebody waited on it.
+var errReplaced = errors.New("search: the embeddings model was replaced")
+
+// waitFor returns once the vectors reflect the projection through pos, or
+// errReplaced once the worker has been replaced.
 func (w *embedWorker) waitFor(ctx context.Context, pos uint64) error {
 	for {
 		w.mu.Lock()
@@ -140,6 +175,8 @@ func (w *embedWorker) waitFor(ctx context.Context, pos uint64) error {
 			return ctx.Err()
 		case <-w.ix.done:
 			return w.ix.closedRefusal()
+		case <-w.ended:
+			return errReplaced
 		}
 	}
 }
@@ -147,6 +184,7 @@ func (w *embedWorker) waitFor(ctx context.Context, pos uint64) error {
 // run is the embedder's goroutine.
 func (w *embedWorker) run(ctx context.Context) {
 	defer w.ix.wg.Done()
+	defer close(w.ended)
 	backoff := backoffFirst
 	pause := func() bool {
 		select {
@@ -205,9 +243,14 @@ func (w *embedWorker) run(ctx context.Context) {
 func (w *embedWorker) sweep(ctx context.Context) error {
 	queue := map[string]struct{}{}
 	max := w.e.MaxInputBytes()
+	var at uint64 // the position the sweep read the projection at
 	err := w.ix.opts.Node.View(func(r pebble.Reader) error {
+		var err error
+		if at, err = state.PositionOf(r); err != nil {
+			return err
+		}
 		seen := map[string]bool{}
-		err := w.ix.opts.IDs(r, func(id string) error {
+		err = w.ix.opts.IDs(r, func(id string) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
@@ -216,7 +259,7 @@ func (w *embedWorker) sweep(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			row, has := w.ix.vecs.get(id)
+			row, has := w.vecs.get(id)
 			text := ""
 			if ok && !d.Hidden {
 				text = docText(d)
@@ -247,6 +290,12 @@ func (w *embedWorker) sweep(ctx context.Context) error {
 	w.mu.Lock()
 	for id := range queue {
 		w.pending[id] = struct{}{}
+	}
+	// What the sweep queued brings the vectors to the projection as it
+	// read it, whatever the indexer handed so far: a worker that replaced
+	// another owes nothing the indexer handed to the one before.
+	if at > w.handed {
+		w.handed = at
 	}
 	w.swept = true
 	w.mu.Unlock()
@@ -290,7 +339,7 @@ func (w *embedWorker) process(ctx context.Context, ids []string) (failed []strin
 			}
 			input := opening(text, max)
 			dg := textDigest(w.model, input)
-			if row, has := w.ix.vecs.get(id); has && row.digest == dg {
+			if row, has := w.vecs.get(id); has && row.digest == dg {
 				if row.scope != d.Scope {
 					row.scope = d.Scope
 					keep[id] = row
@@ -372,10 +421,10 @@ func (w *embedWorker) write(drop []string, rows map[string]vecRow) error {
 		return err
 	}
 	for _, id := range drop {
-		w.ix.vecs.drop(id)
+		w.vecs.drop(id)
 	}
 	for id, row := range rows {
-		w.ix.vecs.put(id, row)
+		w.vecs.put(id, row)
 	}
 	return nil
 }
@@ -386,8 +435,16 @@ func (w *embedWorker) write(drop []string, rows map[string]vecRow) error {
 // keyword index reflects it too. Without an embedder it is WaitFor. It
 // waits as long as ctx allows while the provider is down.
 func (ix *Index) WaitEmbedded(ctx context.Context, pos uint64) error {
-	if err := ix.WaitFor(ctx, pos); err != nil || ix.emb == nil {
+	if err := ix.WaitFor(ctx, pos); err != nil {
 		return err
 	}
-	return ix.emb.waitFor(ctx, pos)
+	for {
+		w := ix.meaning.Load()
+		if w == nil {
+			return nil
+		}
+		if err := w.waitFor(ctx, pos); !errors.Is(err, errReplaced) {
+			return err
+		}
+	}
 }

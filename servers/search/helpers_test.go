@@ -253,13 +253,13 @@ func vectorIDs(t testing.TB, node *state.Node, ix *Index) []string {
 		t.Fatal(err)
 	}
 	sort.Strings(out)
-	if ix != nil && ix.vecs != nil {
+	if w := meaningOf(ix); w != nil {
 		var mem []string
-		ix.vecs.mu.RLock()
-		for id := range ix.vecs.rows {
+		w.vecs.mu.RLock()
+		for id := range w.vecs.rows {
 			mem = append(mem, id)
 		}
-		ix.vecs.mu.RUnlock()
+		w.vecs.mu.RUnlock()
 		sort.Strings(mem)
 		if !slices.Equal(mem, out) {
 			t.Fatalf("vectors in memory %v, in the store %v", mem, out)
@@ -290,3 +290,11 @@ func projected(t testing.TB, node *state.Node) (visible []string) {
 }
 
 func doc(id, title, body string) Doc { return Doc{ID: id, Title: title, Body: body, Scope: "A"} }
+
+// meaningOf is ix's embedder and its vectors, nil without either.
+func meaningOf(ix *Index) *embedWorker {
+	if ix == nil {
+		return nil
+	}
+	return ix.meaning.Load()
+}

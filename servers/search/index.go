@@ -41,7 +41,7 @@ type Options struct {
 	Node     *state.Node
 	Source   Source
 	IDs      IDs
-	Embedder Embedder // nil: keyword only, and answers say so
+	Embedder Embedder // nil: keyword only, and answers say so; SetEmbedder changes it
 	Logger   *slog.Logger
 	// Noun names one document in answers ("work item", "page");
 	// "document" when empty.
@@ -102,8 +102,11 @@ type Index struct {
 	opts  Options
 	log   *slog.Logger
 	bleve bleve.Index
-	vecs  *vectors     // nil without an embedder
-	emb   *embedWorker // nil without an embedder
+	// meaning is the embedder and its vectors, nil without an embedder;
+	// SetEmbedder replaces it, so a search reads it once.
+	meaning atomic.Pointer[embedWorker]
+	// setMu serialises SetEmbedder.
+	setMu sync.Mutex
 	// rebuilt says Open built the keyword index from the projection
 	// rather than resuming the one on disk.
 	rebuilt bool
@@ -126,6 +129,7 @@ type Index struct {
 	pruned     uint64
 	pruneMoved chan struct{}
 
+	runCtx    context.Context // what the goroutines run under, ended by Close
 	stop      context.CancelFunc
 	done      chan struct{} // closed when Close begins
 	wg        sync.WaitGroup
@@ -149,22 +153,74 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 	ix.bleve, ix.through = idx, through
 	ix.durable.Store(through)
 	ix.pruned, ix.pruneMoved = through, make(chan struct{})
+	var w *embedWorker
 	if opts.Embedder != nil {
-		if ix.vecs, err = loadVectors(opts.Node, opts.Kind, opts.Embedder.Model()); err != nil {
+		if w, err = newEmbedWorker(ix, opts.Embedder, true); err != nil {
 			_ = idx.Close()
-			return nil, fmt.Errorf("search: read the %s vectors: %w", opts.Kind, err)
+			return nil, err
 		}
-		ix.emb = newEmbedWorker(ix)
+		ix.meaning.Store(w)
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	ix.stop = stop
+	ix.runCtx, ix.stop = context.WithCancel(context.Background())
 	ix.wg.Add(1)
-	go ix.follow(runCtx)
-	if ix.emb != nil {
-		ix.wg.Add(1)
-		go ix.emb.run(runCtx)
+	go ix.follow(ix.runCtx)
+	if w != nil {
+		ix.start(w)
 	}
 	return ix, nil
+}
+
+// start runs w's goroutine, unless the index is closing.
+func (ix *Index) start(w *embedWorker) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ctx, stop := context.WithCancel(ix.runCtx)
+	w.stop = stop
+	if ix.closed {
+		stop()
+		close(w.ended)
+		return
+	}
+	ix.wg.Add(1)
+	go w.run(ctx)
+}
+
+// SetEmbedder makes e the embeddings model meaning is ranked with from now
+// on (nil: keyword only, and answers say so), without closing the index.
+// An e of the model in force only replaces the client (a new key or
+// address). Another model's vectors are not comparable with the ones kept,
+// so every document is embedded again in the background; until that is
+// done a search is ranked by keyword and says why, and the first search
+// after it ranks by meaning again. The embedder replaced is no longer used
+// once SetEmbedder returns, so its owner may close it.
+func (ix *Index) SetEmbedder(e Embedder) error {
+	ix.setMu.Lock()
+	defer ix.setMu.Unlock()
+	old := ix.meaning.Load()
+	var w *embedWorker
+	if e != nil {
+		var err error
+		if w, err = newEmbedWorker(ix, e, old != nil && old.model == e.Model()); err != nil {
+			return err
+		}
+	}
+	ix.meaning.Store(w)
+	if old != nil {
+		old.stop()
+		<-old.ended
+	}
+	from, to := "", ""
+	if old != nil {
+		from = old.model
+	}
+	if w != nil {
+		to = w.model
+		ix.start(w)
+	}
+	if from != to {
+		ix.log.Info("search: the embeddings model changed", "kind", ix.opts.Kind, "from", from, "to", to)
+	}
+	return nil
 }
 
 // Close stops the indexer and the embedder and closes the keyword index.
@@ -354,8 +410,8 @@ func (ix *Index) indexRound(ctx context.Context) (more bool, err error) {
 		// projection through here. Nothing is written; after a restart
 		// the same empty stretch is read again, which costs one scan.
 		ix.advance(through)
-		if ix.emb != nil {
-			ix.emb.hand(nil, through)
+		if w := ix.meaning.Load(); w != nil {
+			w.hand(nil, through)
 		}
 		return more, nil
 	}
@@ -372,8 +428,11 @@ func (ix *Index) indexRound(ctx context.Context) (more bool, err error) {
 	if err := ix.bleve.Batch(batch); err != nil {
 		return false, err
 	}
-	if ix.emb != nil {
-		ix.emb.hand(ids, through)
+	// A worker replaced after this hand is owed nothing: its successor's
+	// sweep reads the projection after the replacement, so it finds what
+	// this round indexed.
+	if w := ix.meaning.Load(); w != nil {
+		w.hand(ids, through)
 	}
 	ix.advance(through)
 	return more, nil

@@ -78,7 +78,9 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 	if mode == "" {
 		mode = ModeHybrid
 	}
-	if err := ix.checkQuery(q, mode); err != nil {
+	// One model for the whole search, whatever an apply does meanwhile.
+	w := ix.meaning.Load()
+	if err := ix.checkQuery(q, mode, w); err != nil {
 		return Result{}, err
 	}
 	if !ix.enter() {
@@ -123,7 +125,7 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 		}
 	}
 	if mode != ModeKeyword {
-		sem, why = ix.searchMeaning(ctx, text, q.Scope, want)
+		sem, why = ix.searchMeaning(ctx, w, text, q.Scope, want)
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
 		}
@@ -154,8 +156,8 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 	if behind {
 		notes = append(notes, "The index was still catching up with the latest writes when this search ran, so something written in the last moments may be missing.")
 	}
-	if res.Mode == ModeSemantic || res.Mode == ModeHybrid {
-		if n := ix.emb.backlog(); n > 0 {
+	if w != nil && (res.Mode == ModeSemantic || res.Mode == ModeHybrid) {
+		if n := w.backlog(); n > 0 {
 			notes = append(notes, fmt.Sprintf("%d %s(s) were still waiting for their vectors, so meaning could not rank them yet.", n, ix.opts.Noun))
 		}
 	}
@@ -182,13 +184,16 @@ func Unranked(mode, why, noun string) (served, degraded string) {
 }
 
 // checkQuery refuses what no ranking can serve, naming the field.
-func (ix *Index) checkQuery(q Query, mode string) error {
+func (ix *Index) checkQuery(q Query, mode string, w *embedWorker) error {
 	if err := CheckQuery(Query{Text: q.Text, Mode: mode, Limit: q.Limit}, ix.opts.Noun, MaxLimit); err != nil {
 		return err
 	}
 	// The query's vector is made from the whole query or not at all: a
 	// query cut to fit would be ranked as something not asked (OUT-3).
-	if e := ix.opts.Embedder; e != nil && mode != ModeKeyword && len(strings.TrimSpace(q.Text)) > e.MaxInputBytes() {
+	if w == nil {
+		return nil
+	}
+	if e := w.e; mode != ModeKeyword && len(strings.TrimSpace(q.Text)) > e.MaxInputBytes() {
 		return authority.Refuse(authority.Invalid, "query is %d bytes, and the embeddings model %s takes at most %d, so it cannot be ranked by meaning whole. Shorten it, or search with mode keyword.", len(strings.TrimSpace(q.Text)), e.Model(), e.MaxInputBytes())
 	}
 	return nil
@@ -219,16 +224,19 @@ func CheckQuery(q Query, noun string, maxLimit int) error {
 
 // searchMeaning ranks the kind's documents by the meaning of text. When it
 // cannot, it answers why, as a clause for the degraded sentence.
-func (ix *Index) searchMeaning(ctx context.Context, text, scope string, k int) ([]semanticHit, string) {
-	if ix.emb == nil {
+func (ix *Index) searchMeaning(ctx context.Context, w *embedWorker, text, scope string, k int) ([]semanticHit, string) {
+	if w == nil {
 		return nil, "no embeddings model is configured for this hub (models.embeddings in the company file)"
 	}
-	if ix.vecs.len() == 0 {
+	if !w.isReady() {
+		return nil, fmt.Sprintf("the embeddings model was just changed to %s and the %ss are still being embedded with it", w.model, ix.opts.Noun)
+	}
+	if w.vecs.len() == 0 {
 		return nil, fmt.Sprintf("no %s has been embedded yet", ix.opts.Noun)
 	}
 	qctx, cancel := context.WithTimeout(ctx, ix.opts.QueryTimeout)
 	defer cancel()
-	vecs, err := ix.opts.Embedder.Embed(qctx, []string{text})
+	vecs, err := w.e.Embed(qctx, []string{text})
 	if err == nil && (len(vecs) != 1 || len(vecs[0]) == 0) {
 		err = errors.New("the provider answered no vector")
 	}
@@ -238,7 +246,7 @@ func (ix *Index) searchMeaning(ctx context.Context, text, scope string, k int) (
 		}
 		// The provider's own words may carry its address; they go to the
 		// log, and the answer says what happened in ours.
-		ix.log.Warn("search: embedding a query failed; answering without meaning", "kind", ix.opts.Kind, "model", ix.opts.Embedder.Model(), "err", err)
+		ix.log.Warn("search: embedding a query failed; answering without meaning", "kind", ix.opts.Kind, "model", w.model, "err", err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Sprintf("the embeddings provider did not answer within %s", ix.opts.QueryTimeout)
 		}
@@ -246,7 +254,7 @@ func (ix *Index) searchMeaning(ctx context.Context, text, scope string, k int) (
 	}
 	q := vecs[0]
 	normalize(q)
-	return ix.vecs.nearest(q, scope, k), ""
+	return w.vecs.nearest(q, scope, k), ""
 }
 
 func keywordRanking(kw []keywordHit) []Hit {

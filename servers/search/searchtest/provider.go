@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,12 @@ import (
 
 // Model is the model name the provider serves.
 const Model = "bag-of-concepts"
+
+// Reversed is a second model the provider serves: Model's vectors with
+// their axes in reverse order, so a vector of one model compared with one
+// of the other ranks by nothing it means. A test that changes the model
+// finds by meaning afterwards only if every document was embedded again.
+const Reversed = "bag-of-concepts-reversed"
 
 // concepts are the axes of the vectors; every word of a line means that
 // line's concept.
@@ -181,7 +188,16 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":{"message":"the model is loading"}}`, http.StatusServiceUnavailable)
 		return
 	}
-	if req.Model != Model {
+	vector := Vector
+	switch req.Model {
+	case Model:
+	case Reversed:
+		vector = func(text string) []float32 {
+			v := Vector(text)
+			slices.Reverse(v)
+			return v
+		}
+	default:
 		http.Error(w, `{"error":{"message":"no such model"}}`, http.StatusNotFound)
 		return
 	}
@@ -198,9 +214,9 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 			PromptTokens int `json:"prompt_tokens"`
 			TotalTokens  int `json:"total_tokens"`
 		} `json:"usage"`
-	}{Object: "list", Model: Model}
+	}{Object: "list", Model: req.Model}
 	for i, in := range inputs {
-		out.Data = append(out.Data, datum{Object: "embedding", Index: i, Embedding: Vector(in)})
+		out.Data = append(out.Data, datum{Object: "embedding", Index: i, Embedding: vector(in)})
 		out.Usage.PromptTokens += len(strings.Fields(in))
 	}
 	out.Usage.TotalTokens = out.Usage.PromptTokens
