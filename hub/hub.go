@@ -84,12 +84,13 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, oauth: h.oauth, control: h,
 		changes: newChangeFeed(),
 	})
-	h.operator.screen = newScreen(h.operator, h.life.Done())
+	minter := h.newGrants()
+	h.operator.screen = newScreen(h.operator, h.life.Done(), seatGrants{h})
 	h.pins = newPinning(opts.Pins, h.log)
 	h.servers = newSupervision(supervisionDeps{
 		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
 		ledger: opts.Ledger, acting: h.seats.acting, heartbeat: heartbeat,
-		observe: opts.Observers.Servers, hops: opts.Observers.Hops, clean: h.clean, pins: h.pins,
+		observe: opts.Observers.Servers, hops: opts.Observers.Hops, clean: h.clean, pins: h.pins, grants: minter,
 	})
 	h.router.seats = h.seatCatalogues
 	if opts.Pins != nil {
@@ -369,6 +370,9 @@ func (h *Hub) Close() error {
 			h.operator.close()
 		}
 		if h.servers != nil {
+			if h.servers.grants != nil {
+				h.servers.grants.Close()
+			}
 			h.servers.closeAll()
 		}
 		for _, m := range h.mounts {

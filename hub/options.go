@@ -8,6 +8,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/grants"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/hub/screen"
 	"github.com/crewlet/hub/hub/toolpin"
@@ -187,6 +188,10 @@ type Options struct {
 	// restart and on every node of a fleet (issue 26); nil keeps them in
 	// this process.
 	ScreenSessions screen.Sessions
+	// Grants keeps, sealed, the seats' OAuth grants for servers that say
+	// auth: oauth (secrets.OpenGrants); nil: such a server's seats fail,
+	// there being nowhere to keep a grant.
+	Grants grants.Vault
 
 	// artifactFiles is what Artifacts built, for the file route.
 	artifactFiles ArtifactFiles

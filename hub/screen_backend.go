@@ -28,7 +28,7 @@ type screenBackend struct {
 
 var _ screen.Backend = screenBackend{}
 
-func newScreen(f *operator, done <-chan struct{}) *screen.Screen {
+func newScreen(f *operator, done <-chan struct{}, g screen.Grants) *screen.Screen {
 	return screen.New(screen.Options{
 		Backend: screenBackend{f},
 		Done:    done,
@@ -38,6 +38,7 @@ func newScreen(f *operator, done <-chan struct{}) *screen.Screen {
 		},
 		Sessions: f.opts.ScreenSessions,
 		Throttle: f.throttle,
+		Grants:   g,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/grants"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,6 +61,9 @@ type supervisionDeps struct {
 	// pins holds the tools of pinned servers no person approved as
 	// listed (issue 28).
 	pins *pinning
+	// grants mints seats' grants for auth: oauth servers; nil where the
+	// node keeps no grant store.
+	grants *grants.Minter
 }
 
 // supervision keeps the company's third-party servers: one supervised
@@ -141,11 +145,12 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 	var starts []plan
 	var stops, refiles []*upstreamServer
 	u.mu.Lock()
-	want := map[string]bool{}
+	want, declared := map[string]bool{}, map[string]bool{}
 	for _, w := range c.Instances() {
 		if scope != nil && !scope(w.Seat) {
 			continue
 		}
+		declared[instanceKey(w.Server.Name, w.Seat)] = true
 		if w.Seat != "" && !u.acting(w.Seat) {
 			// Not this node's seat now: no child, no status of its own.
 			continue
@@ -153,6 +158,9 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 		key := instanceKey(w.Server.Name, w.Seat)
 		want[key] = true
 		resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(u.env), nil)
+		if hold == nil && w.Server.UsesOAuth() && w.Seat != "" {
+			hold = u.grantHold(w)
+		}
 		if w.Seat != "" {
 			// A seat's child is named after its seat in logs and status,
 			// never in the catalogue (CAT-1).
@@ -164,7 +172,7 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 				u.log.Warn("mcp_server_retired", "server", w.Server.Name, "seat", w.Seat, "variable", hold.Variable, "reason", hold.Sentence)
 				stops = append(stops, cur)
 			}
-			u.log.Error("mcp_server_credential_missing", "server", w.Server.Name, "seat", w.Seat, "variable", hold.Variable, "reason", hold.Sentence)
+			u.logHold(w, hold)
 			u.byName[key] = &upstreamServer{decl: w.Server, seat: w.Seat}
 			u.status.held(key, w.Server.Name, w.Seat, hold)
 			continue
@@ -194,6 +202,9 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 			continue
 		}
 		if !want[key] {
+			if !declared[key] {
+				u.revokeGrant(cur.decl, cur.seat)
+			}
 			stops = append(stops, cur)
 			delete(u.byName, key)
 			u.status.drop(key)
@@ -272,6 +283,7 @@ func (u *supervision) start(decl config.MCPServer, seat string, resolved upstrea
 		Lease:        lease,
 		Heartbeat:    u.heartbeat,
 		Spec:         resolved,
+		HTTPClient:   u.grantClient(decl, seat),
 		Dir:          dir,
 		StartTimeout: time.Duration(decl.StartupTimeoutSeconds) * time.Second,
 		Logger:       u.log.With("component", "upstream"),

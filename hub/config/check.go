@@ -117,6 +117,7 @@ func (c *Company) check() Violations {
 			}
 		}
 		checkLaunchText(p, s, add)
+		checkServerOAuth(p, s, add)
 		if d := s.Delivers; d != nil {
 			switch {
 			case *d == "":

@@ -118,6 +118,10 @@ type MCPServer struct {
 	// company already ran when pinning began (the log's baseline), which
 	// keeps running as it did.
 	Trust string `yaml:"trust" validate:"omitempty,oneof=pinned auto"`
+	// Auth "oauth" has each seat's child carry the seat's own grant at the
+	// server's authorization server (issue 26); see upstream_oauth.go.
+	Auth  string       `yaml:"auth,omitempty" validate:"omitempty,oneof=oauth"`
+	OAuth *ServerOAuth `yaml:"oauth,omitempty"`
 }
 
 // The two trust values of an MCP server.

@@ -55,6 +55,10 @@ type serverPage struct {
 	Server  Server
 	Tools   []Tool
 	Version uint64
+	// Grants are the seats of an auth: oauth server, each with where its
+	// grant stands; CSRF goes on each seat's authorize link.
+	Grants []SeatGrant
+	CSRF   string
 }
 
 func (s *Screen) serveServer(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +77,7 @@ func (s *Screen) serveServer(w http.ResponseWriter, r *http.Request) {
 		}
 		sort.SliceStable(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
 		s.render(w, r, http.StatusOK, page{Title: "MCP server " + name, Viewer: v, Body: "server",
-			Data: serverPage{Server: row, Tools: tools, Version: ver}})
+			Data: serverPage{Server: row, Tools: tools, Version: ver, Grants: s.seatGrants(name), CSRF: v.CSRF}})
 		return
 	}
 	s.render(w, r, http.StatusNotFound, page{Title: "No such server", Viewer: v, Body: "notfound", Data: name})

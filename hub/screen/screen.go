@@ -106,6 +106,9 @@ type Options struct {
 	// API uses, so a source's wrong tries count once wherever they land.
 	// Nil: the screen's own.
 	Throttle *throttle.Throttle
+	// Grants is the credential minter for servers that take a grant per
+	// seat (auth: oauth); nil offers no authorization.
+	Grants Grants
 }
 
 // Screen serves the pages.
@@ -176,6 +179,8 @@ func (s *Screen) Register(mux *http.ServeMux, wrap func(http.Handler) http.Handl
 	h("GET "+Base+"/tool-changes", s.session(s.serveChanges, false))
 	h("POST "+Base+"/tool-changes", s.changing(s.session(s.serveDecide, true)))
 	h("GET "+Base+"/secret-names", s.session(s.serveSecretNames, true))
+	h("GET "+Base+"/servers/{name}/authorize", s.session(s.serveAuthorize, true))
+	h("GET "+Base+"/oauth/callback", s.serveCallback)
 	h("GET "+Base+"/events", s.session(s.serveEvents, false))
 	h("GET "+Base+"/sign-in", s.serveSignInPage)
 	h("POST "+Base+"/sign-in", s.changing(s.serveSignIn))

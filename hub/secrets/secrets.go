@@ -34,11 +34,13 @@ var nameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 const (
 	keyFile    = "secrets.key"
 	sealedFile = "secrets.sealed"
+	grantsFile = "grants.sealed"
 )
 
 // Store holds the sealed values of one data directory.
 type Store struct {
 	dir  string
+	file string
 	aead cipher.AEAD
 
 	mu     sync.RWMutex
@@ -46,7 +48,15 @@ type Store struct {
 }
 
 // Open reads the store in dir, creating its key on first use.
-func Open(dir string) (*Store, error) {
+func Open(dir string) (*Store, error) { return open(dir, sealedFile) }
+
+// OpenGrants reads the store of seats' OAuth grants in dir: sealed under the
+// same key, in a file of its own, because the hub writes it while running
+// and must never write back a stale copy of what `crewlet secrets set`
+// wrote meanwhile (each store writes its whole file).
+func OpenGrants(dir string) (*Store, error) { return open(dir, grantsFile) }
+
+func open(dir, file string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -62,15 +72,15 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, aead: aead, sealed: map[string]string{}}
-	b, err := os.ReadFile(filepath.Join(dir, sealedFile))
+	s := &Store{dir: dir, file: file, aead: aead, sealed: map[string]string{}}
+	b, err := os.ReadFile(filepath.Join(dir, file))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		return nil, err
 	default:
 		if err := json.Unmarshal(b, &s.sealed); err != nil {
-			return nil, fmt.Errorf("secrets: %s is damaged: %w", sealedFile, err)
+			return nil, fmt.Errorf("secrets: %s is damaged: %w", file, err)
 		}
 	}
 	return s, nil
@@ -162,7 +172,7 @@ func (s *Store) write(m map[string]string) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(filepath.Join(s.dir, sealedFile), b, 0o600)
+	return atomicfile.Write(filepath.Join(s.dir, s.file), b, 0o600)
 }
 
 // Lookup opens one secret. A value that fails to open (a damaged file, a

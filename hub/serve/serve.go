@@ -25,6 +25,7 @@ import (
 	"github.com/crewlet/hub/hub"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/sanitize"
+	"github.com/crewlet/hub/hub/secrets"
 	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/sourcegraph/conc"
@@ -192,6 +193,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("opening the screen's sign-ins: %w", err)
 	}
+	grantStore, err := secrets.OpenGrants(o.DataDir)
+	if err != nil {
+		return fmt.Errorf("opening the seats' OAuth grants: %w", err)
+	}
 	hopts := hub.Options{
 		Company:     company,
 		Env:         src.env,
@@ -213,6 +218,7 @@ func Run(ctx context.Context, o Options) error {
 		// of a fleet holds and releases the same tools (issue 28).
 		Pins:           toolpin.NewStore(node),
 		ScreenSessions: sessions,
+		Grants:         grantStore,
 	}
 	if fleet != nil {
 		hopts.Fleet = fleet.hubFleet()
