@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -181,10 +183,92 @@ func (n *notes) close() int {
 }
 
 // DecisionDeps is what the decisions are given: the directory in force,
-// and the runtime once it has started (nil before).
+// the runtime once it has started (nil before), and in a fleet the way to
+// the node that holds a seat.
 type DecisionDeps struct {
 	Directory DirectorySource
 	Runtime   func() *Runtime
+	// Relay reaches the node of a fleet that holds a seat this node does
+	// not run; nil for a node alone, which runs every seat held.
+	Relay Relay
+}
+
+// A Relay asks the node holding a seat a question of a kind and answers
+// its reply: ErrSeatNotHeld when no node holds the seat, ErrHolderSilent
+// when its holder does not answer, ErrNotFleet for a node alone.
+type Relay interface {
+	AskSeatHolder(ctx context.Context, seat, kind string, question []byte) ([]byte, error)
+}
+
+// What a Relay answers besides a reply.
+var (
+	ErrSeatNotHeld  = errors.New("agent: no node holds the seat")
+	ErrHolderSilent = errors.New("agent: the seat's holder did not answer")
+	ErrNotFleet     = errors.New("agent: this node is not one of a fleet")
+)
+
+// SteerQuestion is the kind of question a steer_turn asks the seat's
+// holder (Runtime.AnswerSteer answers it there).
+const SteerQuestion = "steer"
+
+// steerAsk is a steer_turn sent to the seat's holder: the caller was
+// judged by the node asked; the holder hands the note on.
+type steerAsk struct {
+	Caller authority.Caller `json:"caller"`
+	Seat   string           `json:"seat"`
+	Note   string           `json:"note"`
+}
+
+// steerAnswer is the holder's answer: the turn's key, or its refusal.
+type steerAnswer struct {
+	Turn     string          `json:"turn,omitempty"`
+	Class    authority.Class `json:"class,omitempty"`
+	Sentence string          `json:"sentence,omitempty"`
+}
+
+// AnswerSteer answers a steer_turn another node sent for a seat this
+// runtime may hold (the Relay's far end).
+func (r *Runtime) AnswerSteer(question []byte) []byte {
+	var q steerAsk
+	var a steerAnswer
+	if err := json.Unmarshal(question, &q); err != nil {
+		a.Class, a.Sentence = authority.Invalid, "The steer sent to this node could not be read."
+	} else if key, err := r.Steer(q.Caller, q.Seat, q.Note); err != nil {
+		var ref *authority.Refusal
+		if !errors.As(err, &ref) {
+			ref = authority.Refuse(authority.Unavailable, "The node holding @%s could not take the note; try again.", q.Seat)
+		}
+		a.Class, a.Sentence = ref.Class, ref.Sentence
+	} else {
+		a.Turn = key
+	}
+	out, _ := json.Marshal(a)
+	return out
+}
+
+// steerThrough sends a steer_turn to the node holding the seat: not
+// running when no node holds it (nothing runs its turns), unavailable
+// when its holder does not answer, else the holder's own answer.
+func steerThrough(ctx context.Context, relay Relay, c authority.Caller, seat, note string) (string, error) {
+	q, _ := json.Marshal(steerAsk{Caller: c, Seat: seat, Note: note})
+	reply, err := relay.AskSeatHolder(ctx, seat, SteerQuestion, q)
+	switch {
+	case errors.Is(err, ErrNotFleet):
+		return "", notHeldHere(seat)
+	case errors.Is(err, ErrSeatNotHeld):
+		return "", authority.Refuse(authority.NotRunning, "No node of the fleet holds @%s now, so it is running no turn to steer; mention or assign it to start one once it is placed.", seat)
+	case err != nil:
+		return "", authority.Refuse(authority.Unavailable,
+			"The node holding @%s did not answer for its turns, so the note was not sent; try again in a moment.", seat)
+	}
+	var a steerAnswer
+	if err := json.Unmarshal(reply, &a); err != nil {
+		return "", authority.Refuse(authority.Unavailable, "The node holding @%s answered something unreadable, so the note may not have reached the turn; try again.", seat)
+	}
+	if a.Class != "" {
+		return "", &authority.Refusal{Class: a.Class, Sentence: a.Sentence}
+	}
+	return a.Turn, nil
 }
 
 type seatIn struct {
@@ -257,7 +341,7 @@ func DecisionTools(d DecisionDeps) []servers.Tool {
 		servers.Typed("steer_turn",
 			"Send a note to the turn an AI seat is running now; the turn reads it, as your words, before its next step. Refused not_running when the seat runs no turn, steer_unsupported when the turn has no step left to read it in. For the seat's holder, the lead of its unit or an administrator.",
 			servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.No, OpenWorld: servers.No}, "",
-			func(_ context.Context, c authority.Caller, in steerIn) (steerOut, error) {
+			func(ctx context.Context, c authority.Caller, in steerIn) (steerOut, error) {
 				note := strings.TrimSpace(in.Note)
 				switch {
 				case note == "":
@@ -273,19 +357,30 @@ func DecisionTools(d DecisionDeps) []servers.Tool {
 				if err != nil {
 					return steerOut{}, err
 				}
-				// The probe: one node runs every seat now, so a seat this
-				// node does not hold has nobody to answer for its turns.
-				if !rt.Holds(s.Handle) {
-					return steerOut{}, authority.Refuse(authority.Unavailable,
-						"No node answers for @%s's turns now (the seat is not held anywhere), so the note was not sent; try again once it is.", s.Handle)
+				// The probe: a seat this node runs is answered here; in a
+				// fleet, one it does not is asked of the node holding it.
+				var key string
+				switch {
+				case rt.Holds(s.Handle):
+					key, err = rt.Steer(c, s.Handle, note)
+				case d.Relay != nil:
+					key, err = steerThrough(ctx, d.Relay, c, s.Handle, note)
+				default:
+					err = notHeldHere(s.Handle)
 				}
-				key, err := rt.Steer(c, s.Handle, note)
 				if err != nil {
 					return steerOut{}, err
 				}
 				return steerOut{Seat: s.Handle, Turn: key, Note: "queued"}, nil
 			}).ForOperators(),
 	}
+}
+
+// notHeldHere answers a steer on a node alone for a seat it does not run:
+// nobody else could answer the probe.
+func notHeldHere(seat string) error {
+	return authority.Refuse(authority.Unavailable,
+		"No node answers for @%s's turns now (the seat is not held anywhere), so the note was not sent; try again once it is.", seat)
 }
 
 // mayDecide is the decisions' authority: a person's (never an agent's),

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,6 +64,9 @@ type fleetRun struct {
 	// own.
 	told   []string
 	toldTo *func(seats []string)
+	// answering stops the answers to seat questions (fleet_ask.go).
+	askMu     sync.Mutex
+	answering []func()
 }
 
 // FollowSeats has fn told, from the fleet's loop, the seats this node
@@ -126,6 +130,12 @@ func (h *Hub) stopFleet() {
 		h.log.Error("fleet_loop_panicked", "panic", r.String())
 	}
 	h.fleet.unsub()
+	h.fleet.askMu.Lock()
+	for _, stop := range h.fleet.answering {
+		stop()
+	}
+	h.fleet.answering = nil
+	h.fleet.askMu.Unlock()
 }
 
 func (h *Hub) fleetLoop(ctx context.Context) {

@@ -85,10 +85,16 @@ type SeatLeases interface {
 	Changed() <-chan struct{}
 }
 
-// Bus publishes and receives a fleet's events.
+// Bus publishes and receives a fleet's events, and carries the questions
+// a node asks the holder of a seat (fleet_ask.go).
 type Bus interface {
 	Publish(subject string, data []byte) error
 	Subscribe(subject string, fn func(data []byte)) (stop func(), err error)
+	// Request answers the first reply to a question; state.ErrNoAnswer
+	// when nobody listens or replies within ctx.
+	Request(ctx context.Context, subject string, data []byte) ([]byte, error)
+	// Answer replies to every question on subject with what fn returns.
+	Answer(subject string, fn func(data []byte) []byte) (stop func(), err error)
 }
 
 // Deps is what the hub lends a first-party server it mounts.

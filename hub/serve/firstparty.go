@@ -100,7 +100,7 @@ func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() strin
 	}, {
 		Name: "decisions",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
-			return agent.NewDecisionServer(agent.DecisionDeps{Directory: d.Directory, Runtime: runtime}, t, d.Logger)
+			return agent.NewDecisionServer(agent.DecisionDeps{Directory: d.Directory, Runtime: runtime, Relay: seatRelay{started}}, t, d.Logger)
 		},
 	}, {
 		Name: "answers",

@@ -127,6 +127,12 @@ func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtim
 	}
 	if d.fleet {
 		h.FollowSeats(rt.Place)
+		// A steer_turn sent through another node is answered here for
+		// the seats this node runs.
+		if err := h.AnswerSeatQuestions(agent.SteerQuestion, rt.AnswerSteer); err != nil {
+			_ = rt.Close()
+			return nil, fmt.Errorf("answering the fleet's questions about seats: %w", err)
+		}
 	}
 	return rt, nil
 }
