@@ -46,6 +46,10 @@ type BuiltinDeps struct {
 	// (knowledge.backend other than native); nil where the engine's own
 	// serves search_knowledge, or there is none.
 	Knowledge *VendorKnowledge
+	// Condense rewrites a recalled turn's long ask or account shorter with
+	// the caller's seat's auxiliary model (Condenser.Condense); nil: they
+	// are carried whole.
+	Condense func(ctx context.Context, c authority.Caller, text string, budget int) (condensed, model string, err error)
 }
 
 // builtins serves the built-in tools' bodies.
@@ -54,6 +58,7 @@ type builtins struct {
 	store    *Store
 	writes   *servers.Writes
 	episodes *search.Index
+	condense func(ctx context.Context, c authority.Caller, text string, budget int) (string, string, error)
 }
 
 // Hints of the built-ins: a seat's own memory and skills change nothing
@@ -93,7 +98,7 @@ func BuiltinTools(d BuiltinDeps) []servers.Tool {
 			}),
 	}
 	if d.Store != nil && d.Store.node != nil {
-		b := &builtins{dir: dir, store: d.Store, episodes: d.Episodes, writes: servers.NewWrites(d.Store.node, servers.WritesOptions{
+		b := &builtins{dir: dir, store: d.Store, episodes: d.Episodes, condense: d.Condense, writes: servers.NewWrites(d.Store.node, servers.WritesOptions{
 			Server: "the agent runtime", Look: "refresh_memory, use_skill or query_episodes"})}
 		tools = append(tools,
 			servers.Typed("reflect_and_persist",

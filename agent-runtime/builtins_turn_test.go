@@ -41,7 +41,7 @@ type builtinSurface struct {
 	episodes *search.Index
 }
 
-func newBuiltinSurface(t *testing.T, store *Store) *builtinSurface {
+func newBuiltinSurface(t *testing.T, store *Store, condense *Condenser) *builtinSurface {
 	t.Helper()
 	p := searchtest.NewProvider(t)
 	ix, err := OpenEpisodeSearch(t.Context(), store.Node(), filepath.Join(t.TempDir(), "search"),
@@ -50,7 +50,7 @@ func newBuiltinSurface(t *testing.T, store *Store) *builtinSurface {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ix.Close() })
-	deps := BuiltinDeps{Directory: func() *authority.Directory { return testDirectory() }, Store: store, Episodes: ix}
+	deps := BuiltinDeps{Directory: func() *authority.Directory { return testDirectory() }, Store: store, Episodes: ix, Condense: condense.Condense}
 	c := serverstest.Connect(t, func(tr servers.Trust) *mcp.Server { return NewBuiltinServer(deps, tr, nil) })
 	lt, err := c.CS.ListTools(t.Context(), nil)
 	if err != nil {
@@ -99,18 +99,31 @@ func (h builtinHub) Surface(string) Surface                  { return h.s }
 func (builtinHub) ClaimSeat(context.Context, string) error   { return nil }
 func (builtinHub) ReleaseSeat(context.Context, string) error { return nil }
 
+// auxModel is the auxiliary model of every seat of a builtin harness, on
+// the same fake model server as the seats' own.
+const auxModel = "m-aux"
+
 // newBuiltinHarness is a harness whose seats call the real builtins.
 // asks, if set, are the texts that wake a seat, by subject.
 func newBuiltinHarness(t *testing.T, script modeltest.Script, asks map[string]string, opts func(*Options)) (*harness, *builtinSurface) {
 	t.Helper()
 	var surf *builtinSurface
+	var rt *Runtime
 	h := newHarness(t, script, nil, func(o *Options) {
-		surf = newBuiltinSurface(t, o.Store)
+		seat, _, _ := o.Seat("alan")
+		aux := seat.Model
+		aux.Model = auxModel
+		condense := NewCondenser(AuxiliaryDeps{
+			Model:   func(string) (ModelSpec, bool, error) { return aux, true, nil },
+			Runtime: func() *Runtime { return rt },
+		})
+		surf = newBuiltinSurface(t, o.Store, condense)
 		o.Hub = builtinHub{surf}
 		if opts != nil {
 			opts(o)
 		}
 	})
+	rt = h.rt
 	if asks != nil {
 		h.feed.Trigger = func(w servers.Wake) (Trigger, error) {
 			return Trigger{Text: asks[w.Subject], Author: servers.Author{Seat: w.By, Kind: authority.KindHuman}, About: "a comment on " + w.Subject}, nil

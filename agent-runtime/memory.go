@@ -211,11 +211,15 @@ type episode struct {
 	Subject   string    `json:"subject"`
 	Requester string    `json:"requester,omitempty"`
 	// Ask is what woke the turn, fenced as its writer's; Account is what
-	// the turn answered last.
-	Ask     string   `json:"ask,omitempty"`
-	Account string   `json:"account,omitempty"`
-	Outcome string   `json:"outcome"`
-	Tools   []string `json:"tools,omitempty"`
+	// the turn answered last. Either past recallBytes is condensed, and
+	// AskCondensed or AccountCondensed then says by which model and from
+	// how long a text.
+	Ask              string   `json:"ask,omitempty"`
+	AskCondensed     string   `json:"ask_condensed,omitempty"`
+	Account          string   `json:"account,omitempty"`
+	AccountCondensed string   `json:"account_condensed,omitempty"`
+	Outcome          string   `json:"outcome"`
+	Tools            []string `json:"tools,omitempty"`
 }
 
 type episodesOut struct {
@@ -286,12 +290,43 @@ func (b *builtins) queryEpisodes(ctx context.Context, c authority.Caller, in epi
 			}
 		}
 	}
+	// Every rewrite of one answer shares one deadline: past it, what is
+	// left is carried whole rather than waited for.
+	cctx, cancel := context.WithTimeout(ctx, recallDeadline)
+	defer cancel()
 	for _, rec := range picked {
+		ask, askNote := b.condensed(cctx, c, rec.Trigger)
+		account, accountNote := b.condensed(cctx, c, rec.Account)
 		out.Episodes = append(out.Episodes, episode{Turn: rec.Key, Woken: rec.Woken, About: rec.About, Subject: rec.Subject,
-			Requester: rec.Requester, Ask: servers.Fence(rec.Trigger, []servers.Author{rec.TriggerBy}),
-			Account: rec.Account, Outcome: rec.Outcome, Tools: rec.Tools})
+			Requester: rec.Requester, Ask: servers.Fence(ask, []servers.Author{rec.TriggerBy}), AskCondensed: askNote,
+			Account: account, AccountCondensed: accountNote, Outcome: rec.Outcome, Tools: rec.Tools})
 	}
 	return out, nil
+}
+
+// A recalled turn's ask and account are shown whole up to recallBytes
+// each; a longer one is condensed by the seat's auxiliary model (OUT-2),
+// so a recall of a few turns stays a recall and not a re-reading of them,
+// and what is shown is still what the text said rather than its opening.
+// Where no model condenses it (none named, the call failed or was refused
+// on the budget, the answer's deadline passed) it is carried whole. The
+// prefetch's similar prior work is this same answer.
+const (
+	recallBytes    = 600
+	recallDeadline = 30 * time.Second
+)
+
+// condensed is text as a recall shows it, and a label saying how it was
+// condensed ("" when it is whole).
+func (b *builtins) condensed(ctx context.Context, c authority.Caller, text string) (string, string) {
+	if len(text) <= recallBytes || b.condense == nil || ctx.Err() != nil {
+		return text, ""
+	}
+	short, model, err := b.condense(ctx, c, text, recallBytes)
+	if err != nil {
+		return text, ""
+	}
+	return short, fmt.Sprintf("condensed by %s from %d bytes", model, len(text))
 }
 
 // ---- mark_onboarded ----

@@ -15,7 +15,9 @@ import (
 // re-runs mid-turn by a better query), its past turns most like this one
 // (query_episodes), and its own skills — and hands them to the model
 // beneath what woke it, each whole (OUT-1): a block cut to a budget would
-// be a silent decision about which of its own memories a seat may see.
+// be a silent decision about which of its own memories a seat may see. A
+// recalled turn's long ask or account alone is condensed, and labelled so,
+// as query_episodes answers it (OUT-2).
 // Notes and turns are recalled through the seat's own builtins, as the
 // seat, so the prefetch and the tools cannot disagree on what a filter
 // keeps, and a node without them (no store) prefetches nothing.
@@ -112,10 +114,17 @@ func (t *turn) priorWorkBlock(ctx context.Context, ask string) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Similar prior work\nYour past turns most like this one (%s); query_episodes recalls more.\n", out.How)
+	// A long ask or account arrives condensed, and is labelled so here.
+	label := func(condensed string) string {
+		if condensed == "" {
+			return ""
+		}
+		return " (" + condensed + ")"
+	}
 	for _, e := range out.Episodes {
-		fmt.Fprintf(&b, "- %s, %s, ended %s. What woke you:\n%s\n", e.Woken.UTC().Format("2 January 2006"), e.About, e.Outcome, e.Ask)
+		fmt.Fprintf(&b, "- %s, %s, ended %s. What woke you%s:\n%s\n", e.Woken.UTC().Format("2 January 2006"), e.About, e.Outcome, label(e.AskCondensed), e.Ask)
 		if e.Account != "" {
-			fmt.Fprintf(&b, "  What you answered: %s\n", e.Account)
+			fmt.Fprintf(&b, "  What you answered%s: %s\n", label(e.AccountCondensed), e.Account)
 		}
 	}
 	return strings.TrimRight(b.String(), "\n")

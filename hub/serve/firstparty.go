@@ -95,6 +95,10 @@ func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() strin
 		Name: "builtins",
 		New: func(t servers.Trust, d hub.Deps) *mcp.Server {
 			builtins.Directory = d.Directory
+			// A recalled turn's long ask or account is condensed by the
+			// seat's auxiliary model, charged to the seat (OUT-2).
+			aux := answers(d)
+			builtins.Condense = agent.NewCondenser(agent.AuxiliaryDeps{Model: aux.Model, Runtime: aux.Runtime}).Condense
 			return agent.NewBuiltinServer(builtins, t, d.Logger)
 		},
 	}, {
