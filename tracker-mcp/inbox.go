@@ -127,12 +127,15 @@ type pinRow struct {
 }
 
 type listInboxOut struct {
-	Entries []inboxRow `json:"entries"`
-	Pinned  []pinRow   `json:"pinned"`
-	Unread  int        `json:"unread"`
-	Ceiling int        `json:"ceiling"`
-	Missed  int        `json:"missed,omitempty"`
-	Note    string     `json:"note,omitempty"`
+	// Provenance names who wrote the titles, each fenced as theirs
+	// (WR-10), as list_work_items answers them.
+	Provenance servers.Provenance `json:"provenance"`
+	Entries    []inboxRow         `json:"entries"`
+	Pinned     []pinRow           `json:"pinned"`
+	Unread     int                `json:"unread"`
+	Ceiling    int                `json:"ceiling"`
+	Missed     int                `json:"missed,omitempty"`
+	Note       string             `json:"note,omitempty"`
 }
 
 func (s *srv) listInbox(_ context.Context, c authority.Caller, in listInboxIn) (listInboxOut, error) {
@@ -140,6 +143,7 @@ func (s *srv) listInbox(_ context.Context, c authority.Caller, in listInboxIn) (
 		return listInboxOut{}, err
 	}
 	out := listInboxOut{Entries: []inboxRow{}, Pinned: []pinRow{}, Ceiling: inboxCeiling}
+	env := envelope()
 	err := s.w.View(func(r pebble.Reader) error {
 		m, err := readInboxMeta(r, c.Seat)
 		if err != nil {
@@ -164,7 +168,7 @@ func (s *srv) listInbox(_ context.Context, c authority.Caller, in listInboxIn) (
 				if it, err := readItem(r, e.Item); err != nil {
 					return err
 				} else if it != nil {
-					row.Key, row.Title = it.Key, it.Title
+					row.Key, row.Title = it.Key, env.Fence(it.Title, it.titleWriters())
 				}
 				out.Entries = append(out.Entries, row)
 			}
@@ -172,11 +176,12 @@ func (s *srv) listInbox(_ context.Context, c authority.Caller, in listInboxIn) (
 		return eachJSON(r, pinPrefix(c.Seat), func(p pin) {
 			row := pinRow{Key: p.Key, At: p.At.Format(time.RFC3339Nano)}
 			if it, _ := readItem(r, p.Item); it != nil {
-				row.Key, row.Title, row.Status = it.Key, it.Title, it.Status
+				row.Key, row.Title, row.Status = it.Key, env.Fence(it.Title, it.titleWriters()), it.Status
 			}
 			out.Pinned = append(out.Pinned, row)
 		})
 	})
+	out.Provenance = env.Provenance()
 	return out, err
 }
 

@@ -570,19 +570,9 @@ func (s *srv) list(r pebble.Reader, c authority.Caller, in listIn) (listOut, err
 			out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(lastKey))
 			break
 		}
-		writers := row.TitledBy
-		if len(writers) == 0 {
-			// A row written before rows kept the title's writers: the
-			// item itself names them.
-			full, err := readItem(r, sm.Key)
-			if err != nil {
-				return listOut{}, err
-			}
-			if full != nil {
-				writers = full.titleWriters()
-			}
+		if sm, err = row.answer(r, e); err != nil {
+			return listOut{}, err
 		}
-		sm.Title = e.Fence(sm.Title, writers)
 		out.Items = append(out.Items, sm)
 		lastKey = string(it.Key())
 	}

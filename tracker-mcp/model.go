@@ -3,6 +3,8 @@ package tracker
 import (
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/crewlet/hub/servers"
 )
 
@@ -135,6 +137,26 @@ func (it *item) summary() summaryRow {
 	return summaryRow{summary: summary{Key: it.Key, ID: it.ID, Project: it.Project, Title: it.Title, Status: it.Status,
 		Assignee: it.Assignee, Triage: it.Triage, Priority: it.Priority, Labels: it.Labels,
 		Parent: it.Parent, Version: it.Version, UpdatedAt: it.UpdatedAt, Rank: it.Rank}, TitledBy: it.titleWriters()}
+}
+
+// answer is the summary as every answer that lists items gives it: its
+// title fenced as its writers' (WR-10), into e, as get_work_item fences
+// it. A row written before rows kept the title's writers reads them off
+// its item.
+func (row summaryRow) answer(r pebble.Reader, e *servers.Envelope) (summary, error) {
+	writers := row.TitledBy
+	if len(writers) == 0 {
+		full, err := readItem(r, row.Key)
+		if err != nil {
+			return summary{}, err
+		}
+		if full != nil {
+			writers = full.titleWriters()
+		}
+	}
+	sm := row.summary
+	sm.Title = e.Fence(sm.Title, writers)
+	return sm, nil
 }
 
 // titleWriters are who wrote an item's title: its creator and whoever

@@ -34,7 +34,10 @@ type queuePayload struct {
 
 type queueOut struct {
 	servers.WriteOut
-	Queue []summary `json:"queue,omitempty"`
+	// Provenance names who wrote the queue's titles, each fenced as
+	// theirs (WR-10), as list_work_items answers them.
+	Provenance *servers.Provenance `json:"provenance,omitempty"`
+	Queue      []summary           `json:"queue,omitempty"`
 }
 
 func (s *srv) orderMyQueue(ctx context.Context, c authority.Caller, in orderQueueIn) (queueOut, error) {
@@ -79,20 +82,33 @@ func (s *srv) orderMyQueue(ctx context.Context, c authority.Caller, in orderQueu
 	}
 	out := queueOut{WriteOut: wo}
 	err = s.w.View(func(r pebble.Reader) error {
-		out.Queue, err = readQueue(r, c.Seat)
-		return err
+		rows, err := readQueue(r, c.Seat)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		e := envelope()
+		for _, row := range rows {
+			sm, err := row.answer(r, e)
+			if err != nil {
+				return err
+			}
+			out.Queue = append(out.Queue, sm)
+		}
+		p := e.Provenance()
+		out.Provenance = &p
+		return nil
 	})
 	return out, err
 }
 
 // readQueue is seat's queue as it stands: the live items assigned to it,
 // those it ordered first.
-func readQueue(r pebble.Reader, seat string) ([]summary, error) {
+func readQueue(r pebble.Reader, seat string) ([]summaryRow, error) {
 	cat, err := readCatalogue(r)
 	if err != nil {
 		return nil, err
 	}
-	var live []summary
+	var live []summaryRow
 	prefix := kIxAssign + seat + "/"
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: state.Upper(prefix)})
 	if err != nil {
@@ -105,7 +121,7 @@ func readQueue(r pebble.Reader, seat string) ([]summary, error) {
 		if _, err := fmt.Sscanf(num, "%d", &n); err != nil {
 			continue
 		}
-		var sum summary
+		var sum summaryRow
 		found, err := indexedSummary(r, it.Value(), proj, n, &sum)
 		if err != nil {
 			it.Close()
@@ -122,13 +138,13 @@ func readQueue(r pebble.Reader, seat string) ([]summary, error) {
 	if _, err := state.GetJSON(r, kQueue+inboxOwner(seat), &order); err != nil {
 		return nil, err
 	}
-	rank := func(s summary) int {
+	rank := func(s summaryRow) int {
 		if i := slices.Index(order.Items, s.ID); i >= 0 {
 			return i
 		}
 		return len(order.Items)
 	}
-	slices.SortStableFunc(live, func(a, b summary) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(live, func(a, b summaryRow) int { return rank(a) - rank(b) })
 	return live, nil
 }
 

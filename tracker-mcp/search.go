@@ -147,16 +147,20 @@ func (s *srv) searchWorkItems(ctx context.Context, _ authority.Caller, in search
 			if err != nil {
 				return err
 			}
-			var sm summary
 			if it == nil {
 				continue // gone since the search looked
 			}
-			found, err := state.GetJSON(r, kSummary+it.Key, &sm)
+			var row summaryRow
+			found, err := state.GetJSON(r, kSummary+it.Key, &row)
 			if err != nil {
 				return err
 			}
 			if !found {
 				continue
+			}
+			sm, err := row.answer(r, e)
+			if err != nil {
+				return err
 			}
 			writers := it.TitledBy
 			if len(writers) == 0 {
