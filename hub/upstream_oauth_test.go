@@ -14,68 +14,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/hubtest/idp"
 	"github.com/crewlet/hub/hub/secrets"
 	"github.com/crewlet/hub/servers"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
 const (
 	grantClientID     = "crewlet-hub"
 	grantClientSecret = "hub-client-secret-0123"
 )
-
-type whoamiIn struct{}
-
-// protectedServer is a go-sdk MCP server behind the go-sdk's bearer-token
-// middleware, checking tokens with go-oidc against the provider: its one
-// tool answers the subject of the token the call came with.
-func protectedServer(t *testing.T, issuer string) string {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	base := "http://" + srv.Listener.Addr().String()
-	provider, err := oidc.NewProvider(t.Context(), issuer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Tokens for the hub's client at this provider; go-oidc reads the
-	// provider's key set and checks signature, issuer, audience, expiry.
-	verify := provider.Verifier(&oidc.Config{ClientID: grantClientID})
-	verifier := func(ctx context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
-		id, err := verify.Verify(ctx, tok)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", auth.ErrInvalidToken, err)
-		}
-		return &auth.TokenInfo{UserID: id.Subject, Expiration: id.Expiry}, nil
-	}
-	s := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "whoami", Description: "Say whose token the call carries."},
-		func(_ context.Context, req *mcp.CallToolRequest, _ whoamiIn) (*mcp.CallToolResult, any, error) {
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "subject=" + req.Extra.TokenInfo.UserID}}}, nil, nil
-		})
-	mux := http.NewServeMux()
-	mux.Handle("/.well-known/oauth-protected-resource/mcp", auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-		Resource: base + "/mcp", AuthorizationServers: []string{issuer}}))
-	mux.Handle("/mcp", auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{
-		ResourceMetadataURL: base + "/.well-known/oauth-protected-resource/mcp"})(
-		mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)))
-	srv.Config.Handler = mux
-	srv.Start()
-	t.Cleanup(srv.Close)
-	// A child stopped on a refused grant cannot end its session (its token
-	// is refused too): the server ends what is left.
-	t.Cleanup(func() {
-		for ss := range s.Sessions() {
-			_ = ss.Close()
-		}
-	})
-	return base + "/mcp"
-}
 
 // grantHub runs a hub whose seat alice has a child of an auth: oauth
 // server, served over loopback HTTP, its log records sent to the events.
@@ -197,7 +147,7 @@ func rowState(h *Hub, server string) (string, string) {
 // refuses holds it back as Failing with mcp_server_failed.
 func TestSeatOAuthGrant(t *testing.T) {
 	prov := idp.Start(t, "crewlet-upstream", idp.User{Subject: "u-alice-gh", Username: "alice-gh", Password: "pw-alice", Email: "alice@example.com"})
-	serverURL := protectedServer(t, prov.Issuer)
+	serverURL := prov.ProtectedServer(t, grantClientID)
 	h, web, ev := grantHub(t, serverURL)
 	prov.AddWebClient(grantClientID, grantClientSecret, web.URL+"/settings/mcp-tools/oauth/callback")
 
