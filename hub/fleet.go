@@ -51,6 +51,7 @@ type fleetRun struct {
 	f     *Fleet
 	peers *peerTable
 	unsub func()
+	ctx   context.Context // the loop's, ended by stopFleet
 	stop  context.CancelFunc
 	wg    conc.WaitGroup
 	// freeSince is when each free seat was first seen free; the loop's
@@ -67,6 +68,11 @@ type fleetRun struct {
 	// answering stops the answers to seat questions (fleet_ask.go).
 	askMu     sync.Mutex
 	answering []func()
+	// ready are the held seats whose children have had their first start
+	// (or StartupWait passed): only these are told to the follower, so a
+	// seat's mailbox opens with its tools (FLT-4). waiting are the seats
+	// a goroutine waits on to wake the loop when they are. The loop's own.
+	ready, waiting map[string]bool
 }
 
 // FollowSeats has fn told, from the fleet's loop, the seats this node
@@ -96,7 +102,7 @@ func (h *Hub) tellSeats() {
 	if fn == nil {
 		return
 	}
-	seats := h.HeldSeats()
+	seats := h.readySeats()
 	if fn == run.toldTo && slices.Equal(seats, run.told) {
 		return
 	}
@@ -104,17 +110,67 @@ func (h *Hub) tellSeats() {
 	(*fn)(slices.Clone(seats))
 }
 
+// readySeats are the seats this node acts for whose children have had
+// their first start, or StartupWait since the claim: a child that fails
+// is down, not starting, and one held back for a credential is not waited
+// for. A seat once ready stays so while it is held (a child restarting
+// later does not close its mailbox). For each seat still starting a
+// goroutine waits, and wakes the loop when it is done.
+func (h *Hub) readySeats() []string {
+	run := h.fleet
+	held := h.HeldSeats()
+	for _, m := range []map[string]bool{run.ready, run.waiting} {
+		for seat := range m {
+			if !slices.Contains(held, seat) {
+				delete(m, seat)
+			}
+		}
+	}
+	out := make([]string, 0, len(held))
+	for _, seat := range held {
+		if !run.ready[seat] && h.servers.seatStarting(seat) && time.Since(h.seats.claimedAt(seat)) < h.opts.StartupWait {
+			if !run.waiting[seat] {
+				run.waiting[seat] = true
+				wait := h.opts.StartupWait - time.Since(h.seats.claimedAt(seat))
+				run.wg.Go(func() {
+					ctx, cancel := context.WithTimeout(run.ctx, wait)
+					defer cancel()
+					h.servers.awaitSeatStarted(ctx, seat)
+					h.pokeFleet()
+				})
+			}
+			continue
+		}
+		run.ready[seat] = true
+		delete(run.waiting, seat)
+		out = append(out, seat)
+	}
+	return out
+}
+
+// pokeFleet has the fleet's loop run a pass now; nothing alone.
+func (h *Hub) pokeFleet() {
+	if h.fleet == nil {
+		return
+	}
+	select {
+	case h.fleet.poke <- struct{}{}:
+	default:
+	}
+}
+
 // startFleet subscribes to the fleet's heartbeats and starts the loop.
 func (h *Hub) startFleet() error {
 	f := h.opts.Fleet
-	run := &fleetRun{f: f, peers: newPeerTable(f.Node), freeSince: map[string]time.Time{}, poke: make(chan struct{}, 1)}
+	run := &fleetRun{f: f, peers: newPeerTable(f.Node), freeSince: map[string]time.Time{}, poke: make(chan struct{}, 1),
+		ready: map[string]bool{}, waiting: map[string]bool{}}
 	unsub, err := f.Bus.Subscribe(beatSubject+"*", func(data []byte) { run.peers.record(data, time.Now()) })
 	if err != nil {
 		return err
 	}
 	run.unsub = unsub
 	ctx, stop := context.WithCancel(context.Background())
-	run.stop = stop
+	run.ctx, run.stop = ctx, stop
 	h.fleet = run
 	run.wg.Go(func() { h.fleetLoop(ctx) })
 	return nil

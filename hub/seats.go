@@ -40,10 +40,13 @@ type seatGate struct {
 	// acted is whether each claimed seat was acted for at its last
 	// reconcile, to notice its proof running out or coming back.
 	acted map[string]bool
+	// since is when each claimed seat was claimed.
+	since map[string]time.Time
 }
 
 func newSeatGate(leases Leases, fleet bool) *seatGate {
-	return &seatGate{leases: leases, fleet: fleet, released: map[string]bool{}, claimed: map[string]bool{}, acted: map[string]bool{}}
+	return &seatGate{leases: leases, fleet: fleet, released: map[string]bool{}, claimed: map[string]bool{}, acted: map[string]bool{},
+		since: map[string]time.Time{}}
 }
 
 // acting reports whether this node acts for seat now.
@@ -61,8 +64,18 @@ func (g *seatGate) claim(seat string) {
 	defer g.mu.Unlock()
 	delete(g.released, seat)
 	if g.fleet {
+		if !g.claimed[seat] {
+			g.since[seat] = time.Now()
+		}
 		g.claimed[seat] = true
 	}
+}
+
+// claimedAt is when a node of a fleet claimed seat (zero if it has not).
+func (g *seatGate) claimedAt(seat string) time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.since[seat]
 }
 
 func (g *seatGate) release(seat string) {
@@ -70,6 +83,7 @@ func (g *seatGate) release(seat string) {
 	defer g.mu.Unlock()
 	delete(g.claimed, seat)
 	delete(g.acted, seat)
+	delete(g.since, seat)
 	if !g.fleet {
 		g.released[seat] = true
 	}
@@ -137,6 +151,7 @@ func (h *Hub) ClaimSeat(ctx context.Context, seat string) error {
 	wait, cancel := context.WithTimeout(ctx, h.opts.StartupWait)
 	defer cancel()
 	h.servers.awaitSeatStarted(wait, seat)
+	h.pokeFleet()
 	return nil
 }
 
@@ -196,22 +211,26 @@ func (h *Hub) nodeName() string {
 func (u *supervision) awaitSeatStarted(ctx context.Context, seat string) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for {
-		starting := false
-		u.mu.Lock()
-		for _, s := range u.byName {
-			if s.seat == seat && s.inst != nil && s.inst.Status().State == upstream.StateStarting {
-				starting = true
-			}
-		}
-		u.mu.Unlock()
-		if !starting {
-			return
-		}
+	for u.seatStarting(seat) {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// seatStarting reports whether one of seat's children is still starting.
+// A child held back for a credential has no instance and is not waited
+// for (nothing the seat's first turn can use waits on it), and one that
+// failed is down, no longer starting.
+func (u *supervision) seatStarting(seat string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, s := range u.byName {
+		if s.seat == seat && s.inst != nil && s.inst.Status().State == upstream.StateStarting {
+			return true
+		}
+	}
+	return false
 }
