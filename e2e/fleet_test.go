@@ -1,7 +1,13 @@
 package e2e_test
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -330,5 +336,24 @@ func partitionFleet(t *testing.T, r *fleetRig) {
 		if n := titles(t, r.client(t, i))[cutTitle]; n > 1 {
 			t.Fatalf("n%d holds the cut node's write %d times", i, n)
 		}
+	}
+}
+
+// Issue 26, item 4: a node of an embedded fleet started without
+// CREWLET_CLUSTER_SECRET does not start: it exits at once saying how to
+// set one, before any route port listens.
+func TestFleetWithoutARouteSecretIsRefused(t *testing.T) {
+	route := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(crewletBinary(t), "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0",
+		"--node", "a", "--cluster-listen", route, "--cluster-peers", "127.0.0.1:"+strconv.Itoa(freePort(t)))
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "CREWLET_CLUSTER_SECRET=") })
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "set CREWLET_CLUSTER_SECRET") {
+		t.Fatalf("a fleet node without a route secret: %v\n%s", err, out)
+	}
+	if c, err := net.Dial("tcp", route); err == nil {
+		c.Close()
+		t.Fatal("the refused node's route port listens")
 	}
 }
