@@ -114,7 +114,7 @@ func BuiltinTools(d BuiltinDeps) []servers.Tool {
 				"Read one of your own skills, a procedure you keep for yourself, by name.",
 				readOwn, "", b.useSkill),
 			servers.Typed("refine_skill",
-				"Write a corrected procedure as the new body of one of your own skills (a new one if you have none by that name); the previous version is kept.",
+				"Write a corrected procedure as the new body of one of your own skills; the previous version is kept. Your skills are kept from your own turns: a name you have no skill by is not_found.",
 				writeOwn, "", b.refineSkill),
 			servers.Typed("mark_onboarded",
 				"Stamp your onboarding mark once you have read the onboarding pages that matter to your role; offered in your onboarding pass, which runs before your first turn's work until you have.",

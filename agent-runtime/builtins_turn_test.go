@@ -113,10 +113,8 @@ func newBuiltinHarness(t *testing.T, script modeltest.Script, asks map[string]st
 		seat, _, _ := o.Seat("alan")
 		aux := seat.Model
 		aux.Model = auxModel
-		condense := NewCondenser(AuxiliaryDeps{
-			Model:   func(string) (ModelSpec, bool, error) { return aux, true, nil },
-			Runtime: func() *Runtime { return rt },
-		})
+		o.Auxiliary = func(string) (ModelSpec, bool, error) { return aux, true, nil }
+		condense := NewCondenser(AuxiliaryDeps{Model: o.Auxiliary, Runtime: func() *Runtime { return rt }})
 		surf = newBuiltinSurface(t, o.Store, condense)
 		o.Hub = builtinHub{surf}
 		if opts != nil {
@@ -343,12 +341,14 @@ func TestEpisodesRecalledThroughTurns(t *testing.T) {
 	}
 }
 
-// BLT-1 use_skill and refine_skill: a skill written in one turn is used
-// in the next, refined there with a reason, and used again as the new
-// body, the previous version kept beside it. A name the seat has no skill
-// by is not_found, naming the ones it has; a colleague has none of them.
-// A reason past its bound is refused naming the field and the limit, and
-// nothing is written (OUT-2's refuse shape).
+// BLT-1 use_skill and refine_skill: before the seat has any skill, both
+// are not_found (refine_skill corrects a skill, it starts none); a skill
+// kept for the seat is used in its next turn, refined there with a
+// reason, and used again as the new body, the previous version kept
+// beside it. A name the seat has no skill by is not_found, naming the
+// ones it has; a colleague has none of them. A reason past its bound is
+// refused naming the field and the limit, and nothing is written (OUT-2's
+// refuse shape).
 func TestSkillUsedAndRefinedThroughTurns(t *testing.T) {
 	v1 := "1. Collect the merged pull requests since the last tag.\n2. Group them by label.\n3. Post the notes on the release item."
 	v2 := "1. Tag the release first, so the range is fixed.\n2. Collect the merged pull requests since the previous tag.\n3. Group them by label.\n4. Post the notes on the release item."
@@ -366,6 +366,7 @@ func TestSkillUsedAndRefinedThroughTurns(t *testing.T) {
 			calls(
 				modeltest.Call{Name: "use_skill", Args: map[string]any{"name": "release-notes"}},
 				modeltest.Call{Name: "use_skill", Args: map[string]any{"name": "deploy"}},
+				modeltest.Call{Name: "refine_skill", Args: map[string]any{"name": "deploy", "body": "1. Ship it.", "reason": "a new one"}},
 			),
 			comment("SK-2"), done},
 		"grace SK-3": {call("use_skill", map[string]any{"name": "release-notes"}), comment("SK-3"), done},
@@ -373,12 +374,15 @@ func TestSkillUsedAndRefinedThroughTurns(t *testing.T) {
 
 	h.turnFor("alan", "SK-1")
 	first := results(t, h.model, "alan", "SK-1", 0)
-	if r := first[0]; !strings.HasPrefix(r.Text, "Refused (not_found)") || !strings.Contains(r.Text, "no skills yet") {
-		t.Errorf("use_skill before any skill: %+v", r)
+	for i, tool := range []string{"use_skill", "refine_skill"} {
+		if r := first[i]; !strings.HasPrefix(r.Text, "Refused (not_found)") || !strings.Contains(r.Text, "no skills yet") {
+			t.Errorf("%s before any skill: %+v", tool, r)
+		}
 	}
-	if out := decode[refineSkillOut](t, first[1]); out.Outcome != "applied" || out.Version != 1 {
-		t.Errorf("the first version: %+v", out)
+	if s := storedSkill(t, h.store, "alan", "release-notes"); len(s.Versions) != 0 {
+		t.Fatalf("refine_skill started a skill: %+v", s)
 	}
+	keepSkill(t, h.store, "alan", "release-notes", v1)
 
 	h.turnFor("alan", "SK-2")
 	if used := decode[useSkillOut](t, results(t, h.model, "alan", "SK-2", 0)[0]); used.Body != v1 || used.Version != 1 || used.Versions != 1 {
@@ -397,6 +401,12 @@ func TestSkillUsedAndRefinedThroughTurns(t *testing.T) {
 	}
 	if r := again[1]; !strings.HasPrefix(r.Text, "Refused (not_found)") || !strings.Contains(r.Text, `"deploy"`) || !strings.Contains(r.Text, "release-notes") {
 		t.Errorf("an unknown skill: %+v", r)
+	}
+	if r := again[2]; !strings.HasPrefix(r.Text, "Refused (not_found)") || !strings.Contains(r.Text, `"deploy"`) || !strings.Contains(r.Text, "release-notes") {
+		t.Errorf("refining an unknown skill: %+v", r)
+	}
+	if s := storedSkill(t, h.store, "alan", "deploy"); len(s.Versions) != 0 {
+		t.Errorf("refine_skill started a skill: %+v", s)
 	}
 	// The previous version is kept, with what the refinement said was
 	// wrong with it.

@@ -81,6 +81,9 @@ func (t *turn) onboard(ctx context.Context) string {
 		}
 		msgs = append(msgs, Message{From: FromTools, Results: results})
 	}
+	// What the pass read is no part of the procedure the turn works
+	// through (synthesis.go).
+	t.steps = nil
 	m, marked := t.r.opts.Store.onboarding(t.rec.Seat)
 	t.log.Info("onboarding_pass_ended", "rounds", rounds, "marked", marked)
 	if !marked {

@@ -29,13 +29,14 @@ func TestTurnStartPrefetch(t *testing.T) {
 		"PF-1": {calls(
 			modeltest.Call{Name: "reflect_and_persist", Args: map[string]any{"note": restore}},
 			modeltest.Call{Name: "reflect_and_persist", Args: map[string]any{"note": freeze, "kind": "short"}},
-			modeltest.Call{Name: "refine_skill", Args: map[string]any{"name": "staging-restore", "body": skillBody, "reason": "first written down"}},
-			modeltest.Call{Name: "refine_skill", Args: map[string]any{"name": "release-notes", "body": "1. Tag.\n2. Collect.", "reason": "first written down"}},
 		), comment("PF-1"), {Text: "Restored staging from Friday's backup and wrote the steps down."}},
 		"PF-2": {call("refresh_memory", map[string]any{"query": "when is the billing release?"}), comment("PF-2"), done},
 	}), asks, nil)
 
 	h.turnFor("alan", "PF-1")
+	// The skills the seat kept from its turns.
+	keepSkill(t, h.store, "alan", "staging-restore", skillBody)
+	keepSkill(t, h.store, "alan", "release-notes", "1. Tag.\n2. Collect.")
 	opening := func(subject string) string {
 		for _, c := range h.model.Requests() {
 			if wokenAbout(c, "alan", subject) {

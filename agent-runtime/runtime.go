@@ -52,6 +52,9 @@ type Options struct {
 	// Seat says what a seat runs its turns on; ok false for a seat with
 	// no model (its wakes end not_run, saying so).
 	Seat func(seat string) (spec SeatSpec, ok bool, err error)
+	// Auxiliary is a seat's auxiliary model (models.auxiliary, else its
+	// own), which synthesizes its skills; nil or ok false: none.
+	Auxiliary func(seat string) (spec ModelSpec, ok bool, err error)
 	// Directory is the directory of the revision in force, read per call.
 	Directory func() *authority.Directory
 	// Company names the company in the seats' instructions.
@@ -85,6 +88,9 @@ type Options struct {
 type SeatSpec struct {
 	Model        ModelSpec
 	Instructions string
+	// SynthesizeSkills: a delivered turn that worked through several
+	// tools may leave a new skill behind (learning.synthesize_skills).
+	SynthesizeSkills bool
 }
 
 // Defaults of Options.

@@ -20,8 +20,10 @@ import (
 // teaches how to use a group of tools; the tools it guards are held back
 // in a turn until it is loaded (load_tool_skill), and the turn loop
 // enforces that (turn.decide). A seat's own skill is a procedure the seat
-// keeps for itself: use_skill reads one, refine_skill writes a new version
-// and keeps the old ones.
+// keeps for itself: synthesized from one of its turns (synthesis.go), read
+// by use_skill, corrected by refine_skill, which writes a new version and
+// keeps the old ones. refine_skill corrects a skill the seat has; it
+// starts none.
 
 // ToolSkill is one bundled tool skill.
 type ToolSkill struct {
@@ -87,7 +89,17 @@ type skillPayload struct {
 	Name   string `json:"name"`
 	Body   string `json:"body"`
 	Reason string `json:"reason,omitempty"`
+	// How is skillSynthesized (a first version, kept only where the seat
+	// has no skill by the name) or skillRefined (a next version, of a
+	// skill the seat has). Empty on a log written before the two were
+	// told apart, where a write started a skill or added to one.
+	How string `json:"how,omitempty"`
 }
+
+const (
+	skillSynthesized = "synthesized"
+	skillRefined     = "refined"
+)
 
 func applySkill(a *servers.Apply) (any, error) {
 	var p skillPayload
@@ -95,8 +107,17 @@ func applySkill(a *servers.Apply) (any, error) {
 		return nil, err
 	}
 	var s skill
-	if _, err := state.GetJSON(a.R, kSkill+p.Seat+"/"+p.Name, &s); err != nil {
+	found, err := state.GetJSON(a.R, kSkill+p.Seat+"/"+p.Name, &s)
+	if err != nil {
 		return nil, err
+	}
+	// Decided here too, so two writes racing for one name cannot both
+	// start it, nor a refinement start one.
+	switch {
+	case p.How == skillSynthesized && found:
+		return nil, authority.Refuse(authority.Exists, "@%s already has a skill called %q.", p.Seat, p.Name)
+	case p.How == skillRefined && !found:
+		return nil, authority.Refuse(authority.NotFound, "@%s has no skill called %q.", p.Seat, p.Name)
 	}
 	s.Name = p.Name
 	v := skillVersion{Version: len(s.Versions) + 1, Body: p.Body, Reason: p.Reason, At: a.At(), Turn: a.Op.Caller.TurnKey}
@@ -188,10 +209,7 @@ func (b *builtins) useSkill(_ context.Context, c authority.Caller, in useSkillIn
 		return useSkillOut{}, err
 	}
 	if !found || len(s.Versions) == 0 {
-		if len(names) == 0 {
-			return useSkillOut{}, authority.Refuse(authority.NotFound, "You have no skills yet; refine_skill writes one.")
-		}
-		return useSkillOut{}, authority.Refuse(authority.NotFound, "You have no skill called %q; yours are %s.", in.Name, strings.Join(names, ", "))
+		return useSkillOut{}, noSkill(in.Name, names)
 	}
 	v := s.Versions[len(s.Versions)-1]
 	return useSkillOut{Name: s.Name, Version: v.Version, Body: v.Body, Versions: len(s.Versions)}, nil
@@ -205,10 +223,19 @@ func (b *builtins) refineSkill(ctx context.Context, c authority.Caller, in refin
 	if err != nil {
 		return refineSkillOut{}, err
 	}
-	wo, res, err := servers.Write[map[string]int](ctx, b.writes, call, func(pebble.Reader) (servers.Intent, error) {
+	wo, res, err := servers.Write[map[string]int](ctx, b.writes, call, func(r pebble.Reader) (servers.Intent, error) {
+		var names []string
+		if err := scan(r, kSkill+c.Seat+"/", func(k string, _ []byte) error {
+			names = append(names, strings.TrimPrefix(k, kSkill+c.Seat+"/"))
+			return nil
+		}); err != nil {
+			return servers.Intent{}, err
+		}
 		switch {
 		case !skillNameRe.MatchString(in.Name):
 			return servers.Intent{}, authority.Refuse(authority.Invalid, "name %q must be lower-case letters, digits, '.', '_' or '-', at most 64.", in.Name)
+		case !slices.Contains(names, in.Name):
+			return servers.Intent{}, noSkill(in.Name, names)
 		case strings.TrimSpace(in.Body) == "":
 			return servers.Intent{}, authority.Refuse(authority.Invalid, "body is empty; write the whole corrected procedure.")
 		case len(in.Body) > maxSkillBody:
@@ -216,7 +243,7 @@ func (b *builtins) refineSkill(ctx context.Context, c authority.Caller, in refin
 		case len(in.Reason) > maxReason:
 			return servers.Intent{}, authority.Refuse(authority.Invalid, "reason is %d bytes; it holds at most %d, one sentence. Shorten it and call again.", len(in.Reason), maxReason)
 		}
-		return servers.Intent{Kind: kindSkill, Payload: skillPayload{Seat: c.Seat, Name: in.Name, Body: in.Body, Reason: in.Reason},
+		return servers.Intent{Kind: kindSkill, Payload: skillPayload{Seat: c.Seat, Name: in.Name, Body: in.Body, Reason: in.Reason, How: skillRefined},
 			What: fmt.Sprintf("the new version of your skill %s", in.Name)}, nil
 	})
 	if err != nil {
@@ -227,4 +254,14 @@ func (b *builtins) refineSkill(ctx context.Context, c authority.Caller, in refin
 		out.Version = (*res)["version"]
 	}
 	return out, nil
+}
+
+// noSkill refuses a skill name the seat has none by, naming the ones it
+// has: a seat's skills are synthesized from its own turns, so a name
+// nothing kept is not started by a call either.
+func noSkill(name string, have []string) error {
+	if len(have) == 0 {
+		return authority.Refuse(authority.NotFound, "You have no skills yet: one is kept from a turn of yours that worked through a procedure, and refine_skill then corrects it.")
+	}
+	return authority.Refuse(authority.NotFound, "You have no skill called %q; yours are %s.", name, strings.Join(have, ", "))
 }

@@ -42,6 +42,8 @@ type turn struct {
 	usage   Usage
 	rounds  int
 	called  []string
+	// steps are the turn's own calls that ran, for skill synthesis.
+	steps []step
 
 	// notes are what people steer the turn with (steer_turn).
 	notes notes
@@ -109,6 +111,7 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 	} else {
 		log.Warn("turn_ended", attrs...)
 	}
+	t.synthesize(ctx, outcome, account)
 }
 
 // run is the turn loop. It answers the outcome, why (for any outcome but
@@ -334,6 +337,9 @@ func (t *turn) call(ctx context.Context, c ToolCall, offeredSet map[string]Tool,
 		}
 	}
 	t.called = append(t.called, name)
+	if offered && refusal == nil && !worker {
+		t.steps = append(t.steps, step{Tool: name, Args: argsOrEmpty(c.Args), Failed: res.IsError})
+	}
 	t.log.Info("tool_called", "tool", name, "source", tool.Source, "class", behaviour(tool, offered), "delivers", tool.Delivers,
 		"is_error", res.IsError, "refusal", string(class), "us", time.Since(start).Microseconds(), "worker", worker)
 	return ToolResult{CallID: c.ID, Text: resultText(res), IsError: res.IsError}

@@ -34,6 +34,8 @@ type Company struct {
 	Models    Models              `yaml:"models"`
 	// Budget sets the token ceilings agent turns spend under (budget.go).
 	Budget Budget `yaml:"budget"`
+	// Learning says what seats learn from their own turns (learning.go).
+	Learning Learning `yaml:"learning"`
 }
 
 // Artifacts is the artifact store's company-wide policy.

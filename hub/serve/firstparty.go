@@ -170,18 +170,24 @@ func answerDeps(node *state.Node, env config.Lookup, started func() *hub.Hub, ru
 	return func(d hub.Deps) agent.AnswerDeps {
 		return agent.AnswerDeps{
 			Runtime: running,
-			Model: func(seat string) (agent.ModelSpec, bool, error) {
-				spec, ok, err := d.Company().AuxiliaryModel(seat, env)
-				if err != nil || !ok {
-					return agent.ModelSpec{}, ok, err
-				}
-				return agent.ModelSpec{API: spec.API, Provider: spec.Provider, BaseURL: spec.BaseURL, APIKey: spec.APIKey,
-					Model: spec.Model, MaxOutputTokens: spec.MaxOutputTokens}, true, nil
-			},
-			Search: through(started).call,
-			Pages:  func() bool { return node != nil && d.Company().KnowledgeBackend() == "native" },
-			Board:  func() bool { return node != nil && d.Company().TrackerBackend() == "native" },
+			Model:   auxiliaryModel(d.Company, env),
+			Search:  through(started).call,
+			Pages:   func() bool { return node != nil && d.Company().KnowledgeBackend() == "native" },
+			Board:   func() bool { return node != nil && d.Company().TrackerBackend() == "native" },
 		}
+	}
+}
+
+// auxiliaryModel reads a seat's auxiliary model from the revision in
+// force, per call (models.auxiliary, else the seat's own).
+func auxiliaryModel(company func() *config.Company, env config.Lookup) func(seat string) (agent.ModelSpec, bool, error) {
+	return func(seat string) (agent.ModelSpec, bool, error) {
+		spec, ok, err := company().AuxiliaryModel(seat, env)
+		if err != nil || !ok {
+			return agent.ModelSpec{}, ok, err
+		}
+		return agent.ModelSpec{API: spec.API, Provider: spec.Provider, BaseURL: spec.BaseURL, APIKey: spec.APIKey,
+			Model: spec.Model, MaxOutputTokens: spec.MaxOutputTokens}, true, nil
 	}
 }
 

@@ -110,6 +110,7 @@ func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtim
 		Hub:        hubLink{h},
 		Feeds:      feeds,
 		Seat:       seatSpec(h, d.env),
+		Auxiliary:  auxiliaryModel(h.Company, d.env),
 		Directory:  h.Directory,
 		Company:    func() string { return h.Company().Company.Name },
 		Budget:     budget,
@@ -149,7 +150,8 @@ func seatSpec(h *hub.Hub, env config.Lookup) func(string) (agent.SeatSpec, bool,
 		return agent.SeatSpec{
 			Model: agent.ModelSpec{API: spec.API, Provider: spec.Provider, BaseURL: spec.BaseURL, APIKey: spec.APIKey,
 				Model: spec.Model, MaxOutputTokens: spec.MaxOutputTokens},
-			Instructions: c.SeatInstructions(seat),
+			Instructions:     c.SeatInstructions(seat),
+			SynthesizeSkills: c.Learning.SynthesizeSkills,
 		}, true, nil
 	}
 }
