@@ -41,6 +41,34 @@ type fleetRig struct {
 }
 
 func newFleetRig(t testing.TB, external bool) *fleetRig {
+	return newFleetRigOf(t, external, fleetCompanyDoc)
+}
+
+// fleetCompanyDoc is the rig's company: the marker names its children,
+// bin is the MCP server they run.
+func fleetCompanyDoc(marker, bin string) string {
+	return fmt.Sprintf(`units:
+  - id: core
+    name: Core
+    project: CORE
+    roles:
+      - {name: Ada, handle: ada, kind: human, admin: true}
+      - name: Alice
+        handle: alice
+        mcp_env: {worker: {WHO: "alice-%[1]s"}}
+      - name: Bob
+        handle: bob
+        mcp_env: {worker: {WHO: "bob-%[1]s"}}
+api: {auth: {tokens: [{id: ada, token: "${E2E_TOKEN}", seat: ada}]}}
+mcp_servers:
+  - {name: echo, command: %[2]q, env: {WHO: "shared-%[1]s"}, trust: auto}
+  - {name: worker, shared: false, command: %[2]q, tool_prefix: worker_, trust: auto}
+`, marker, bin)
+}
+
+// newFleetRigOf is newFleetRig on the company doc writes, with env added
+// to every hub's environment.
+func newFleetRigOf(t testing.TB, external bool, doc func(marker, bin string) string, env ...string) *fleetRig {
 	var mark [4]byte
 	_, _ = rand.Read(mark[:])
 	// The routes authenticate as a fleet in production does.
@@ -65,25 +93,9 @@ func newFleetRig(t testing.TB, external bool) *fleetRig {
 		}
 	})
 	bin := buildEverythingServer(t)
+	r.env = append(r.env, env...)
 	cfg := filepath.Join(t.TempDir(), "company.yaml")
-	doc := fmt.Sprintf(`units:
-  - id: core
-    name: Core
-    project: CORE
-    roles:
-      - {name: Ada, handle: ada, kind: human, admin: true}
-      - name: Alice
-        handle: alice
-        mcp_env: {worker: {WHO: "alice-%[1]s"}}
-      - name: Bob
-        handle: bob
-        mcp_env: {worker: {WHO: "bob-%[1]s"}}
-api: {auth: {tokens: [{id: ada, token: "${E2E_TOKEN}", seat: ada}]}}
-mcp_servers:
-  - {name: echo, command: %[2]q, env: {WHO: "shared-%[1]s"}, trust: auto}
-  - {name: worker, shared: false, command: %[2]q, tool_prefix: worker_, trust: auto}
-`, r.marker, bin)
-	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(doc(r.marker, bin)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	routes := make([]string, 3)
