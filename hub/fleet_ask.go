@@ -65,7 +65,12 @@ func (h *Hub) AskSeatHolder(ctx context.Context, seat, kind string, question []b
 	f := h.fleet.f
 	cctx, cancel := context.WithTimeout(ctx, askWait)
 	defer cancel()
-	holder, err := f.Leases.Holder(cctx, seat)
+	// The bucket is asked for half the wait at most: while it elects a
+	// leader (its last one died, perhaps with the holder) it answers
+	// nothing, and the question still needs its time.
+	hctx, hcancel := context.WithTimeout(cctx, askWait/2)
+	holder, err := f.Leases.Holder(hctx, seat)
+	hcancel()
 	if err != nil {
 		// The bucket did not answer: what the watch last saw stands in.
 		holder = f.Leases.Holders()[seat]
