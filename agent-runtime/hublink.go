@@ -34,6 +34,13 @@ type Surface interface {
 	Call(ctx context.Context, caller authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult
 }
 
+// A Surface that knows which of the seat's own tool servers are down names
+// them, and the turn is told at its start: the
+// seat's mailbox does not wait on a child that failed (FLT-4).
+type downReporter interface {
+	Down() []string
+}
+
 // Tool is one tool of a seat's surface, with what the runtime decides on:
 // its hints (three-valued, CAT-7) and where it delivers (CAT-8).
 type Tool struct {

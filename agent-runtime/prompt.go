@@ -75,5 +75,21 @@ func (t *turn) opening() string {
 	if rec.TriggerBy.Seat == "" {
 		by = []servers.Author{{Seat: rec.Requester, Kind: authority.KindOperator}}
 	}
-	return fmt.Sprintf("%s woke you with %s:\n%s", who, about, servers.Fence(rec.Trigger, by))
+	return fmt.Sprintf("%s woke you with %s:\n%s", who, about, servers.Fence(rec.Trigger, by)) + t.downNote()
+}
+
+// downNote tells the turn which of its seat's own tool servers are down
+// now, so it neither looks for their tools nor takes their absence for
+// an answer.
+func (t *turn) downNote() string {
+	r, ok := t.surface.(downReporter)
+	if !ok {
+		return ""
+	}
+	down := r.Down()
+	if len(down) == 0 {
+		return ""
+	}
+	return "\n\nSome of your own tool servers are not running now (the hub keeps retrying them), so their tools are missing from this turn: " +
+		strings.Join(down, ", ") + "."
 }

@@ -234,3 +234,25 @@ func (u *supervision) seatStarting(seat string) bool {
 	}
 	return false
 }
+
+// SeatServersDown lists the seat's per-role servers whose child on this
+// node is down or cannot start: a seat's mailbox does not wait on a child
+// that failed, so its turn is told instead (FLT-4). Only names: what took
+// a child down may quote the child's own output, which is no text for a
+// model to read as the hub's.
+func (h *Hub) SeatServersDown(seat string) []string {
+	u := h.servers
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []string
+	for _, s := range u.byName {
+		if s.seat != seat || s.inst == nil {
+			continue
+		}
+		if st := s.inst.Status().State; st == upstream.StateDown || st == upstream.StateFailed {
+			out = append(out, s.decl.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

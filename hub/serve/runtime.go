@@ -26,7 +26,7 @@ import (
 type hubLink struct{ h *hub.Hub }
 
 func (l hubLink) Surface(seat string) agent.Surface {
-	return surface{h: l.h, reg: l.h.SeatRegistry(seat).Freeze()}
+	return surface{h: l.h, seat: seat, reg: l.h.SeatRegistry(seat).Freeze()}
 }
 
 func (l hubLink) ClaimSeat(ctx context.Context, seat string) error { return l.h.ClaimSeat(ctx, seat) }
@@ -36,8 +36,9 @@ func (l hubLink) ReleaseSeat(ctx context.Context, seat string) error {
 
 // surface is one turn's tools: a frozen registry and the router.
 type surface struct {
-	h   *hub.Hub
-	reg hub.Registry
+	h    *hub.Hub
+	seat string
+	reg  hub.Registry
 }
 
 func (s surface) Tools() []agent.Tool {
@@ -49,6 +50,9 @@ func (s surface) Tools() []agent.Tool {
 	}
 	return out
 }
+
+// Down names the seat's own servers whose child is down on this node.
+func (s surface) Down() []string { return s.h.SeatServersDown(s.seat) }
 
 func (s surface) Call(ctx context.Context, caller authority.Caller, name string, args json.RawMessage) *mcp.CallToolResult {
 	return s.h.Router().Call(ctx, s.reg, caller, name, args)
