@@ -243,6 +243,12 @@ func entryYAML(e config.MCPServer) yaml.Node {
 	if e.Trust != "" {
 		add("trust", e.Trust)
 	}
+	if e.Auth != "" {
+		add("auth", e.Auth)
+	}
+	if e.OAuth != nil {
+		add("oauth", e.OAuth)
+	}
 	return m
 }
 

@@ -16,35 +16,7 @@ import (
 // until it is written.
 func TestEntryYAMLWritesEveryKey(t *testing.T) {
 	var e config.MCPServer
-	v := reflect.ValueOf(&e).Elem()
-	for i := 0; i < v.NumField(); i++ {
-		f := v.Field(i)
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString("x" + v.Type().Field(i).Name)
-		case reflect.Int:
-			f.SetInt(int64(i + 1))
-		case reflect.Slice:
-			f.Set(reflect.ValueOf([]string{"a", "b"}))
-		case reflect.Pointer:
-			p := reflect.New(f.Type().Elem())
-			switch p.Elem().Kind() {
-			case reflect.Bool:
-				p.Elem().SetBool(true)
-			case reflect.String:
-				p.Elem().SetString("x" + v.Type().Field(i).Name)
-			}
-			f.Set(p)
-		case reflect.Map:
-			if f.Type().Elem().Kind() == reflect.String {
-				f.Set(reflect.ValueOf(map[string]string{"K": "v"}))
-			} else {
-				f.Set(reflect.ValueOf(map[string]map[string]bool{"tool": {"read_only": true}}))
-			}
-		default:
-			t.Fatalf("field %s of kind %s: teach this test to set it", v.Type().Field(i).Name, f.Kind())
-		}
-	}
+	fill(t, reflect.ValueOf(&e).Elem())
 	node := entryYAML(e)
 	b, err := yaml.Marshal(&node)
 	if err != nil {
@@ -56,5 +28,46 @@ func TestEntryYAMLWritesEveryKey(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, e) {
 		t.Fatalf("written and read back:\n%+v\nwant\n%+v\nYAML:\n%s", back, e, b)
+	}
+}
+
+// fill sets every field of a struct to a value that is not its zero, a
+// struct pointed to included, so a field the writer leaves out is missed
+// when the entry is read back.
+func fill(t *testing.T, v reflect.Value) {
+	t.Helper()
+	for i := 0; i < v.NumField(); i++ {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x" + name)
+		case reflect.Int:
+			f.SetInt(int64(i + 1))
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Slice:
+			f.Set(reflect.ValueOf([]string{"a", "b"}))
+		case reflect.Pointer:
+			p := reflect.New(f.Type().Elem())
+			switch p.Elem().Kind() {
+			case reflect.Bool:
+				p.Elem().SetBool(true)
+			case reflect.String:
+				p.Elem().SetString("x" + name)
+			case reflect.Struct:
+				fill(t, p.Elem())
+			default:
+				t.Fatalf("field %s points to a %s: teach this test to set it", name, p.Elem().Kind())
+			}
+			f.Set(p)
+		case reflect.Map:
+			if f.Type().Elem().Kind() == reflect.String {
+				f.Set(reflect.ValueOf(map[string]string{"K": "v"}))
+			} else {
+				f.Set(reflect.ValueOf(map[string]map[string]bool{"tool": {"read_only": true}}))
+			}
+		default:
+			t.Fatalf("field %s of kind %s: teach this test to set it", name, f.Kind())
+		}
 	}
 }
