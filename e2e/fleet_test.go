@@ -216,9 +216,8 @@ func runFleet(t *testing.T, r *fleetRig) {
 // kill -9 of the node holding it, on the embedded fleet (lease 12 s,
 // heartbeat 1 s): from the kill until a live node holds the lease
 // (s/move, and the slowest of them), and until the seat's child runs
-// there (s/child). Each round
-// kills the holder, waits, and starts the killed node again. Readings are
-// polled every 100 ms.
+// there (s/child). Each round kills the holder, waits, and starts the
+// killed node again. Readings are polled every 100 ms.
 func BenchmarkFleetSeatMove(b *testing.B) {
 	r := newFleetRig(b, false)
 	var move, child, slowest time.Duration
