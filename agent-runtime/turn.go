@@ -148,6 +148,12 @@ func (t *turn) run(ctx context.Context) (outcome, reason, account string) {
 		}
 		rep, refusal, err := t.ask(ctx, Request{System: system, Messages: msgs, Tools: t.defs}, false)
 		if refusal != nil {
+			// Only a ceiling with no room is budget_exhausted; a budget
+			// that could not be decided (a fleet's counters out of
+			// reach) is a failure to run, said in its own sentence.
+			if refusal.Class != authority.BudgetExhausted {
+				return Failed, refusal.Sentence, account
+			}
 			return BudgetExhausted, refusal.Sentence, account
 		}
 		if err != nil {

@@ -185,6 +185,28 @@ func TestBudgetEndsTheTurn(t *testing.T) {
 	}
 }
 
+// A budget that cannot be decided — a fleet's shared counters out of
+// reach — refuses the model call unavailable, and the turn ends failed
+// with that sentence: nothing says a ceiling was reached, so it is not
+// budget_exhausted (REF-2, issue 27).
+func TestUndecidableBudgetFailsTheTurn(t *testing.T) {
+	counters := testNode(t)
+	bucket, err := counters.DurableTTLBucket(t.Context(), BudgetBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	budget := NewBudget(func() []Ceiling { return []Ceiling{{Scope: "seat", Period: "day", Tokens: 1000}} }, nil)
+	h := newHarness(t, modeltest.Steps(done), nil, func(o *Options) { o.Budget = budget })
+	budget.Share(bucket, h.store)
+	if err := counters.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec := h.turn()
+	if rec.Outcome != Failed || h.model.Count() != 0 || !strings.Contains(rec.Reason, "budget counters did not answer") {
+		t.Fatalf("turn %+v after %d requests", rec, h.model.Count())
+	}
+}
+
 // A tool skill guards its tools (ART-9, REF-5): create_artifact is held
 // back forbidden until load_tool_skill loads skill:artifacts in the turn.
 func TestToolSkillGuard(t *testing.T) {
