@@ -90,16 +90,22 @@ func sharedBudget(t *testing.T, node *state.Node, ceilings []Ceiling) *Budget {
 // ceiling.
 func TestFleetBudgetIsOneCountAcrossNodes(t *testing.T) {
 	nodes := fleetNodes(t, 3)
-	const ceiling, need, output, callers = 6000, 100, 40, 4
+	// Room for some 400 calls, so both nodes' callers are in the race
+	// however slowly one node's first call goes (its bucket's leader may
+	// be on another node).
+	const ceiling, need, output, callers = 60000, 100, 40, 4
 	ceilings := []Ceiling{{"company", "day", ceiling}}
 	budgets := []*Budget{sharedBudget(t, nodes[0], ceilings), sharedBudget(t, nodes[1], ceilings)}
 	seats := []string{"alan", "bea"}
 
 	var spent, granted [2]atomic.Int64
 	var wg sync.WaitGroup
+	// Every caller starts at once, so the race is between the nodes.
+	start := make(chan struct{})
 	for i := range budgets {
 		for range callers {
 			wg.Go(func() {
+				<-start
 				for {
 					settle, refusal := budgets[i].Reserve(seats[i], need)
 					if refusal != nil {
@@ -117,6 +123,7 @@ func TestFleetBudgetIsOneCountAcrossNodes(t *testing.T) {
 			})
 		}
 	}
+	close(start)
 	wg.Wait()
 	total := spent[0].Load() + spent[1].Load()
 	for i := range budgets {
