@@ -307,8 +307,15 @@ func partitionFleet(t *testing.T, r *fleetRig) {
 	if !ok1 || !ok2 || !notActing.Before(claimed) {
 		t.Fatalf("the cut node stopped acting for bob at %v (logged %v); n%d claimed him at %v (logged %v)", notActing, ok1, newHolder, claimed, ok2)
 	}
+	// The new holder opens bob's mailbox once his child there has had its
+	// first start (FLT-4), a moment after the child's process shows: the
+	// test waits for the event rather than read the log at once.
 	shut, ok1 := r.eventAt(cutNode, "mailbox_closed", "bob", cutAt)
-	opened, ok2 := r.eventAt(newHolder, "mailbox_opened", "bob", cutAt)
+	var opened time.Time
+	waitUntil(t, 20*time.Second, "the new holder opens bob's mailbox", func() (bool, string) {
+		opened, ok2 = r.eventAt(newHolder, "mailbox_opened", "bob", cutAt)
+		return ok2, fmt.Sprintf("n%d", newHolder)
+	})
 	if !ok1 || !ok2 || !shut.Before(opened) {
 		t.Fatalf("the cut node closed bob's mailbox at %v (logged %v); n%d opened it at %v (logged %v)", shut, ok1, newHolder, opened, ok2)
 	}
