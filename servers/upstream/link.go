@@ -303,7 +303,9 @@ func (l *streamLink) call(ctx context.Context, f *flight, req *jsonrpc.Request, 
 		})
 		return ctx.Err()
 	}
-	if err := conn.Write(withWire(ctx, &wireWrite{wire: w, params: hdr}), req); err != nil {
+	answered := false
+	defer func() { w.answer(answered) }()
+	if err := conn.Write(withWire(w.drainFor(ctx), &wireWrite{wire: w, params: hdr}), req); err != nil {
 		if ctx.Err() != nil {
 			return nil, cut()
 		}
@@ -327,6 +329,7 @@ func (l *streamLink) call(ctx context.Context, f *flight, req *jsonrpc.Request, 
 				// read.
 				return nil, &UnreadableError{Why: why}
 			}
+			answered = true
 			res, err := answerOf(m)
 			if errors.Is(err, errLinkBroken) {
 				// The SDK's stand-in for an answer its stream ended

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/crewlet/hub/servers/rawjson"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -67,6 +68,71 @@ type wire struct {
 	status     int    // of the last answer
 	tooBig     bool   // a JSON answer past maxMessage
 	unreadable string // why the call's answer could not be read, if it could not
+
+	// The call's POST, and a stream resumed after it, live on the call's
+	// context until its answer arrives, then until the SDK has read the
+	// rest of the stream (see drainFor).
+	release  context.CancelFunc
+	stop     func() bool // stops the call's context from ending the POST
+	open     int         // answer bodies the SDK has not closed
+	answered bool
+	bound    *time.Timer
+}
+
+// drainBound bounds how long a call's stream, answered, may stay open for
+// the SDK to read to its end: a server that keeps it open longer costs its
+// connection, not a goroutine and a connection for good.
+const drainBound = 5 * time.Second
+
+// drainFor gives the context a call's POST is written with. It ends with
+// ctx while the call waits for its answer. Once answered (w.answer), the
+// SDK's client still reads the stream to its end, off the caller's way,
+// so that its connection can carry the next call; the caller's context
+// ends the moment the call returns (the router cancels its per-call
+// timeout), and ending the POST with it would cut that read and close the
+// connection, so every call would dial the server anew.
+func (w *wire) drainFor(ctx context.Context) context.Context {
+	post, release := context.WithCancel(context.WithoutCancel(ctx))
+	w.release, w.stop = release, context.AfterFunc(ctx, release)
+	return post
+}
+
+// answer lets the POST outlive the call until its stream is read to the
+// end, or drainBound. A call that ends without an answer (done false)
+// ends its POST at once, as its context would have.
+func (w *wire) answer(done bool) {
+	if !done || !w.stop() {
+		w.release()
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.answered = true
+	if w.open == 0 {
+		w.release()
+		return
+	}
+	w.bound = time.AfterFunc(drainBound, w.release)
+}
+
+func (w *wire) bodyOpened() {
+	w.mu.Lock()
+	w.open++
+	w.mu.Unlock()
+}
+
+// bodyClosed is the SDK done with an answer's body: read to its end, or
+// given up on.
+func (w *wire) bodyClosed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.open--
+	if w.answered && w.open == 0 {
+		if w.bound != nil {
+			w.bound.Stop()
+		}
+		w.release()
+	}
 }
 
 // wireWrite is a write on a call's connection: the call's own request
@@ -144,6 +210,11 @@ func (s sessionRT) RoundTrip(r *http.Request) (*http.Response, error) {
 		src := eventReaders.Get().(*bufio.Reader)
 		src.Reset(resp.Body)
 		resp.Body = &eventGuard{ReadCloser: resp.Body, src: src, w: ww.wire}
+	default:
+		return resp, nil
+	}
+	if ww.release != nil {
+		ww.bodyOpened()
 	}
 	return resp, nil
 }
@@ -153,9 +224,19 @@ func (s sessionRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // not read.
 type boundedBody struct {
 	io.ReadCloser
-	w    *wire
-	left int64
-	deep depthScan
+	w      *wire
+	left   int64
+	deep   depthScan
+	closed bool
+}
+
+func (b *boundedBody) Close() error {
+	err := b.ReadCloser.Close()
+	if !b.closed && b.w.release != nil {
+		b.w.bodyClosed()
+	}
+	b.closed = true
+	return err
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -199,12 +280,17 @@ type eventGuard struct {
 var eventReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
 
 func (g *eventGuard) Close() error {
-	if g.src != nil {
-		g.src.Reset(nil)
-		eventReaders.Put(g.src)
-		g.src = nil
+	if g.src == nil {
+		return g.ReadCloser.Close()
 	}
-	return g.ReadCloser.Close()
+	g.src.Reset(nil)
+	eventReaders.Put(g.src)
+	g.src = nil
+	err := g.ReadCloser.Close()
+	if g.w.release != nil {
+		g.w.bodyClosed()
+	}
+	return err
 }
 
 func (g *eventGuard) Read(p []byte) (int, error) {
