@@ -154,7 +154,7 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 			// Calls skip the tap: it reads tools/list answers and the
 			// notifications of the session's own streams, and a call's
 			// link reads its stream itself.
-			c.calls = &streamLink{i: i, transport: &mcp.StreamableClientTransport{Endpoint: spec.URL, MaxEventSize: maxMessage,
+			c.calls = &streamLink{i: i, life: ctx, transport: &mcp.StreamableClientTransport{Endpoint: spec.URL, MaxEventSize: maxMessage,
 				HTTPClient: &http.Client{Transport: sessionRT{headers: spec.Headers, base: base}, Timeout: i.opts.HTTPClient.Timeout}}}
 		}
 	default:

@@ -1,9 +1,14 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,5 +71,59 @@ func TestCallsOverHTTPKeepTheirConnection(t *testing.T) {
 				t.Fatalf("%d calls, made one at a time, opened %d new connections to the server", calls, opened)
 			}
 		})
+	}
+}
+
+// The read of an answered stream is the instance's: a server that keeps
+// the stream open after its answer has the call return at once, and the
+// stream ended when the instance closes, well before drainBound.
+func TestAnsweredStreamLeftOpenEndsWithTheInstance(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "0"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, textOut, error) {
+			return nil, textOut{Text: in.Text}, nil
+		})
+	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+	held := make(chan struct{}, 1) // a call's stream is being held open
+	ended := make(chan bool, 1)    // the client let go of it: after the instance began to close?
+	var closing atomic.Bool
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if r.Method != http.MethodPost || json.Unmarshal(body, &req) != nil || req.Method != "tools/call" {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			sdk.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"held\"}]}}\n\n", req.ID)
+		w.(http.Flusher).Flush()
+		held <- struct{}{}
+		<-r.Context().Done()
+		ended <- closing.Load()
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	in, _ := startTest(t, Resolved{Name: "remote", Transport: TransportHTTP, URL: srv.URL + "/"}, nil)
+	waitState(t, in, StateRunning, 10*time.Second)
+	if text, err := callText(t, in, "echo", `{"text":"x"}`); err != nil || text != "held" {
+		t.Fatalf("call: %q %v", text, err)
+	}
+	<-held
+	closing.Store(true)
+	in.Close()
+	select {
+	case afterClose := <-ended:
+		if !afterClose {
+			t.Fatal("the answered stream was cut as the call returned; it is read to its end")
+		}
+	case <-time.After(drainBound / 2):
+		t.Fatal("the instance closed and its answered stream was still being read")
 	}
 }

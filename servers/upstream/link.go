@@ -268,6 +268,7 @@ func (l *sharedLink) fail() {
 // them.
 type streamLink struct {
 	i         *Instance
+	life      context.Context                // the instance's supervision: ends when it closes
 	transport *mcp.StreamableClientTransport // its client runs through sessionRT
 	session   string                         // "" from 2026-07-28 on, which has no sessions
 	version   string
@@ -305,7 +306,7 @@ func (l *streamLink) call(ctx context.Context, f *flight, req *jsonrpc.Request, 
 	}
 	answered := false
 	defer func() { w.answer(answered) }()
-	if err := conn.Write(withWire(w.drainFor(ctx), &wireWrite{wire: w, params: hdr}), req); err != nil {
+	if err := conn.Write(withWire(w.drainFor(ctx, l.life), &wireWrite{wire: w, params: hdr}), req); err != nil {
 		if ctx.Err() != nil {
 			return nil, cut()
 		}

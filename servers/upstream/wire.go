@@ -91,9 +91,18 @@ const drainBound = 5 * time.Second
 // ends the moment the call returns (the router cancels its per-call
 // timeout), and ending the POST with it would cut that read and close the
 // connection, so every call would dial the server anew.
-func (w *wire) drainFor(ctx context.Context) context.Context {
-	post, release := context.WithCancel(context.WithoutCancel(ctx))
-	w.release, w.stop = release, context.AfterFunc(ctx, release)
+//
+// The POST ends with life too (the session's supervision, which ends
+// when the instance closes), so no read outlives the instance.
+func (w *wire) drainFor(ctx, life context.Context) context.Context {
+	post, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopCall, stopLife := context.AfterFunc(ctx, cancel), context.AfterFunc(life, cancel)
+	w.stop = stopCall
+	w.release = func() {
+		stopCall()
+		stopLife()
+		cancel()
+	}
 	return post
 }
 
