@@ -76,7 +76,9 @@ func TestCallsOverHTTPKeepTheirConnection(t *testing.T) {
 
 // The read of an answered stream is the instance's: a server that keeps
 // the stream open after its answer has the call return at once, and the
-// stream ended when the instance closes, well before drainBound.
+// stream ended when the instance closes, well before drainBound. (That the
+// read outlives the call is TestCallsOverHTTPKeepTheirConnection's: here
+// the server may notice a cut only after the instance began closing.)
 func TestAnsweredStreamLeftOpenEndsWithTheInstance(t *testing.T) {
 	s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo"},
