@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"path/filepath"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -24,25 +23,11 @@ import (
 // EpisodeKind is the kind episodes are searched as.
 const EpisodeKind = "agent.episodes"
 
-// EpisodeSearchOptions are the options of the episodes' search index over
-// node, its keyword index under searchDir/EpisodeKind.
-func EpisodeSearchOptions(node *state.Node, searchDir string, emb search.Embedder, log *slog.Logger) search.Options {
-	return search.Options{
-		Kind:     EpisodeKind,
-		Dir:      filepath.Join(searchDir, EpisodeKind),
-		Node:     node,
-		Source:   episodeDoc,
-		IDs:      episodeIDs,
-		Embedder: emb,
-		Logger:   log,
-		Noun:     "past turn",
-	}
-}
-
-// OpenEpisodeSearch opens the episodes' search index over node; Close it
-// before the node.
+// OpenEpisodeSearch opens the episodes' search index over node, its
+// keyword index under searchDir/EpisodeKind; Close it before the node.
 func OpenEpisodeSearch(ctx context.Context, node *state.Node, searchDir string, emb search.Embedder, log *slog.Logger) (*search.Index, error) {
-	return search.Open(ctx, EpisodeSearchOptions(node, searchDir, emb, log))
+	episodes := search.Options{Kind: EpisodeKind, Source: episodeDoc, IDs: episodeIDs, Noun: "past turn"}
+	return search.Open(ctx, episodes.Over(node, searchDir, emb, log))
 }
 
 // episodeDoc is an ended turn as the search index reads it: what it was

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math"
-	"path/filepath"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -23,25 +22,11 @@ import (
 // SearchKind is the kind pages are searched as.
 const SearchKind = "knowledge.pages"
 
-// SearchOptions are the options of the knowledge base's search index over
-// node, its keyword index under searchDir/SearchKind.
-func SearchOptions(node *state.Node, searchDir string, emb search.Embedder, log *slog.Logger) search.Options {
-	return search.Options{
-		Kind:     SearchKind,
-		Dir:      filepath.Join(searchDir, SearchKind),
-		Node:     node,
-		Source:   pageDoc,
-		IDs:      pageIDs,
-		Embedder: emb,
-		Logger:   log,
-		Noun:     "page",
-	}
-}
-
-// OpenSearch opens the knowledge base's search index over node; Close it
-// before the node.
+// OpenSearch opens the knowledge base's search index over node, its
+// keyword index under searchDir/SearchKind; Close it before the node.
 func OpenSearch(ctx context.Context, node *state.Node, searchDir string, emb search.Embedder, log *slog.Logger) (*search.Index, error) {
-	return search.Open(ctx, SearchOptions(node, searchDir, emb, log))
+	pages := search.Options{Kind: SearchKind, Source: pageDoc, IDs: pageIDs, Noun: "page"}
+	return search.Open(ctx, pages.Over(node, searchDir, emb, log))
 }
 
 // pageDoc is a page as the search index reads it.

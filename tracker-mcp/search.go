@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math"
-	"path/filepath"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -25,25 +24,11 @@ import (
 // SearchKind is the kind the tracker's items are searched as.
 const SearchKind = "tracker.items"
 
-// SearchOptions are the options of the tracker's search index over node,
-// its keyword index under searchDir/SearchKind.
-func SearchOptions(node *state.Node, searchDir string, emb search.Embedder, log *slog.Logger) search.Options {
-	return search.Options{
-		Kind:     SearchKind,
-		Dir:      filepath.Join(searchDir, SearchKind),
-		Node:     node,
-		Source:   itemDoc,
-		IDs:      itemIDs,
-		Embedder: emb,
-		Logger:   log,
-		Noun:     "work item",
-	}
-}
-
-// OpenSearch opens the tracker's search index over node; Close it before
-// the node.
+// OpenSearch opens the tracker's search index over node, its keyword index
+// under searchDir/SearchKind; Close it before the node.
 func OpenSearch(ctx context.Context, node *state.Node, searchDir string, emb search.Embedder, log *slog.Logger) (*search.Index, error) {
-	return search.Open(ctx, SearchOptions(node, searchDir, emb, log))
+	items := search.Options{Kind: SearchKind, Source: itemDoc, IDs: itemIDs, Noun: "work item"}
+	return search.Open(ctx, items.Over(node, searchDir, emb, log))
 }
 
 // searchable is the part of an item a search reads.

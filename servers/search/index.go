@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +61,17 @@ const (
 	DefaultFreshWait    = 2 * time.Second
 	DefaultQueryTimeout = 5 * time.Second
 )
+
+// Over is o, one kind's own options (Kind, Source, IDs, Noun and any
+// bounds), opened over node with the node's embedder and logger: its
+// keyword index in a directory of its own, searchDir/Kind, beside the
+// other kinds'. Every server's search is laid out through it, so no two
+// kinds share a directory and a kind's directory is found by its name.
+func (o Options) Over(node *state.Node, searchDir string, emb Embedder, log *slog.Logger) Options {
+	o.Dir = filepath.Join(searchDir, o.Kind)
+	o.Node, o.Embedder, o.Logger = node, emb, log
+	return o
+}
 
 func (o *Options) validate() error {
 	var errs []error
