@@ -199,6 +199,12 @@ func (d *fastDown) Elicit(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitRe
 var errStreamClosed = &jsonrpc.Error{Code: jsonrpc.CodeInternalError,
 	Message: "the client closed the stream of the call this request belongs to, so it cannot answer it"}
 
+// askPrefix begins the id of every request the hub sends its client on a
+// server's behalf (sampling, elicitation, roots) and matches the client's
+// answer to; the SDK's own requests of the client have integer ids, so the
+// two never collide. It reads like the upstream link's "crewlet-call-".
+const askPrefix = "crewlet-ask-"
+
 // ask sends a request to the client on the call's stream and waits for the
 // answer the client POSTs to its session. If the call ends first, the
 // client is told the request is cancelled, as the SDK tells it.
@@ -207,7 +213,7 @@ func (d *fastDown) ask(method string, params, result any) error {
 	ch := make(chan json.RawMessage, 1)
 	s.mu.Lock()
 	s.next++
-	id := strconv.Quote("crewlet-fast-" + strconv.Itoa(s.next))
+	id := strconv.Quote(askPrefix + strconv.Itoa(s.next))
 	if s.asked == nil {
 		s.asked = map[string]chan json.RawMessage{}
 	}
