@@ -1,0 +1,147 @@
+//lint:file-ignore SA1019 the test plays a client of the session revisions, which still take logging.
+
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// deepResult is a result nested levels deep in its structured content.
+func deepResult(levels int) string {
+	return `{"content":[{"type":"text","text":"deep"}],"structuredContent":{"v":` + strings.Repeat("[", levels) + strings.Repeat("]", levels) + `}}`
+}
+
+// Issue 25 defect 5: an answer the hub cannot read (invalid UTF-8, nesting
+// past the SDK's bound) is refused as the server's failure, not as a
+// condition a retry clears, over HTTP (a JSON body and an event stream, on
+// both revisions) and over stdio, each saying what was wrong with it; the
+// server's session lives on.
+func TestUnreadableAnswerIsTheServers(t *testing.T) {
+	answers := []struct {
+		result, why string
+	}{
+		{`{"content":[{"type":"text","text":"caf` + "\xff" + `"}]}`, "bytes that are not valid UTF-8"},
+		{deepResult(1000), "nested 1003 levels deep"},
+	}
+	write := func(sse bool, result string) fault {
+		return func(w http.ResponseWriter, id json.RawMessage) {
+			msg := `{"jsonrpc":"2.0","id":` + string(id) + `,"result":` + result + `}`
+			if sse {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, "event: message\ndata: "+msg+"\n\n")
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, msg)
+		}
+	}
+	for rev, modern := range revisions {
+		faults := map[string]fault{}
+		tools := map[string]string{}
+		for i, a := range answers {
+			for _, sse := range []bool{false, true} {
+				name := fmt.Sprintf("bad%d_sse_%v", i, sse)
+				faults[name], tools[name] = write(sse, a.result), a.why
+			}
+		}
+		g := startRig(t, modern, faults)
+		t.Run(rev+"/http", func(t *testing.T) {
+			in := rigInstance(t, Resolved{Name: "rig", Transport: TransportHTTP, URL: g.url}, modern)
+			for tool, why := range tools {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, _, err := in.CallRaw(ctx, tool, json.RawMessage(`{}`))
+				cancel()
+				wantUnreadable(t, err, why)
+			}
+			if text, err := callText(t, in, "echo", `{"text":"still up"}`); err != nil || text != "still up" {
+				t.Fatalf("after unreadable answers: %q %v", text, err)
+			}
+		})
+	}
+	for _, a := range answers {
+		t.Run("stdio/"+a.why, func(t *testing.T) {
+			in := rigInstance(t, testSpec(t, "legacy", map[string]string{"UPSTREAM_RAW_RESULT": a.result}), false)
+			pid := in.childPID()
+			// Twice: an instance whose session had ended would answer the
+			// second call as down (its restart is an hour away).
+			for range 2 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, _, err := in.CallRaw(ctx, "old_tool", json.RawMessage(`{}`))
+				cancel()
+				wantUnreadable(t, err, a.why)
+			}
+			if got := in.childPID(); got != pid {
+				t.Fatalf("the child was restarted (pid %d, then %d)", pid, got)
+			}
+		})
+	}
+}
+
+// logSink is a client that notes the log lines it is sent.
+type logSink struct {
+	scripted
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logSink) Log(_ context.Context, p *mcp.LoggingMessageParams) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprint(p.Data))
+	return nil
+}
+
+// Issue 25 defect 5: what the server says on a call's stream before an
+// answer the hub cannot read (nested too deep, past the bound) reaches the
+// call's client, all of it and in order, before the call is refused; the
+// SDK's client, which takes such an answer for a broken connection, would
+// drop what it had read and not yet handed over.
+func TestLogLinesBeforeAnUnreadableAnswerArrive(t *testing.T) {
+	const lines = 8
+	stream := func(answer func(w io.Writer, id json.RawMessage)) fault {
+		return func(w http.ResponseWriter, id json.RawMessage) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			for i := range lines {
+				fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"line %d\"}}\n\n", i)
+			}
+			answer(w, id)
+		}
+	}
+	deep := stream(func(w io.Writer, id json.RawMessage) {
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", id, deepResult(1000))
+	})
+	big := stream(func(w io.Writer, id json.RawMessage) {
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}}\n\n",
+			id, strings.Repeat("x", maxMessage))
+	})
+	g := startRig(t, false, map[string]fault{"deep": deep, "big": big})
+	in := rigInstance(t, Resolved{Name: "rig", Transport: TransportHTTP, URL: g.url}, false)
+	for tool, why := range map[string]string{"deep": "nested 1003 levels deep", "big": "larger than the 16 MiB"} {
+		for round := range 10 {
+			sink := &logSink{}
+			ctx, cancel := context.WithTimeout(WithDownstream(context.Background(), sink), 10*time.Second)
+			_, _, err := in.CallRaw(ctx, tool, json.RawMessage(`{}`))
+			cancel()
+			wantUnreadable(t, err, why)
+			sink.mu.Lock()
+			got := strings.Join(sink.lines, ",")
+			sink.mu.Unlock()
+			if want := "line 0,line 1,line 2,line 3,line 4,line 5,line 6,line 7"; got != want {
+				t.Fatalf("%s, round %d: the client got %q before the refusal; want %q", tool, round, got, want)
+			}
+			if tool == "big" {
+				break
+			}
+		}
+	}
+}
