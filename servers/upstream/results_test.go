@@ -20,7 +20,7 @@ import (
 func TestResultHoldingMethodIsAnswered(t *testing.T) {
 	for rev, modern := range revisions {
 		g := startRig(t, modern, nil)
-		env := map[string]string{"UPSTREAM_ISSUE25": "1"}
+		env := map[string]string{"UPSTREAM_RIG_TOOLS": "1"}
 		if modern {
 			env["UPSTREAM_MODERN"] = "1"
 		}

@@ -34,8 +34,9 @@ import (
 // server once.
 var mrtrFirstRounds atomic.Int64
 
-// addIssue25Tools adds the tools these tests call to a go-sdk server.
-func addIssue25Tools(s *mcp.Server) {
+// addRigTools adds to a go-sdk server the tools the rig's tests call:
+// results and requests a link must carry as they are.
+func addRigTools(s *mcp.Server) {
 	type request struct {
 		Method string `json:"method"`
 		URL    string `json:"url"`
@@ -131,7 +132,7 @@ func startRig(t *testing.T, modern bool, faults map[string]fault) *rig {
 		}) (*mcp.CallToolResult, textOut, error) {
 			return nil, textOut{Text: in.Text}, nil
 		})
-	addIssue25Tools(s)
+	addRigTools(s)
 	g := &rig{release: make(chan struct{}), calls: map[string]int{}}
 	mcp.AddTool(s, &mcp.Tool{Name: "hold", Description: "answers once released"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
@@ -186,7 +187,7 @@ func startRig(t *testing.T, modern bool, faults map[string]fault) *rig {
 func startSSERig(t *testing.T) string {
 	t.Helper()
 	s := mcp.NewServer(&mcp.Implementation{Name: "rig-sse", Version: "0"}, nil)
-	addIssue25Tools(s)
+	addRigTools(s)
 	return serveMCP(t, s, mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil))
 }
 

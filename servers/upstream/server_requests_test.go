@@ -29,7 +29,7 @@ func TestAbandonedSamplingEndsWithItsCall(t *testing.T) {
 	// legacy SSE on the session's one connection, through the SDK's client.
 	specs := map[string]Resolved{
 		"http":  {Name: "rig", Transport: TransportHTTP, URL: g.url},
-		"stdio": testSpec(t, "go-sdk", map[string]string{"UPSTREAM_ISSUE25": "1"}),
+		"stdio": testSpec(t, "go-sdk", map[string]string{"UPSTREAM_RIG_TOOLS": "1"}),
 		"sse":   {Name: "rig", Transport: TransportSSE, URL: startSSERig(t)},
 	}
 	for transport, spec := range specs {

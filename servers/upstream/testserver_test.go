@@ -53,8 +53,8 @@ func serveGoSDK() {
 		opts = &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}}
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "0"}, opts)
-	if os.Getenv("UPSTREAM_ISSUE25") != "" {
-		addIssue25Tools(s)
+	if os.Getenv("UPSTREAM_RIG_TOOLS") != "" {
+		addRigTools(s)
 	}
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
