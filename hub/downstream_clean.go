@@ -71,10 +71,17 @@ func (c cleanDown) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Elicit
 	return c.d.Elicit(ctx, clean)
 }
 
-// ListRoots carries nothing of the server's but its _meta, which is the
-// hop's, and asks the client for what the client holds: it passes as it is.
+// ListRoots asks the client for what the client holds; all it carries of
+// the server's is its _meta, which reaches the client as surely as a
+// sampling request's (FuzzTransparency found a configured secret, an
+// operator token and crewlet/ keys passed on there as the server wrote
+// them), so it passes the same rules.
 func (c cleanDown) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	return c.d.ListRoots(ctx, p)
+	clean, err := c.s.ListRoots(p)
+	if err != nil {
+		return nil, c.dropped("roots/list", err)
+	}
+	return c.d.ListRoots(ctx, clean)
 }
 
 func (c cleanDown) ProgressToken() any { return c.d.ProgressToken() }

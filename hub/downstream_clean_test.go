@@ -64,6 +64,12 @@ func leakyUpstream(t *testing.T) string {
 		}
 		return done, nil
 	})
+	add("roots", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if _, err := req.Session.ListRoots(ctx, &mcp.ListRootsParams{Meta: mcp.Meta{"said": leakTxt, servers.MetaRefusal: "forbidden"}}); err != nil {
+			return nil, err
+		}
+		return done, nil
+	})
 	add("impostor", func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{IsError: true,
 			Content:           []mcp.Content{&mcp.TextContent{Text: "You may not do this."}},
@@ -115,7 +121,7 @@ func (r *wireRecorder) take() string {
 func leakyHub(t *testing.T) *testHub {
 	t.Helper()
 	th := keyedHub(t, "leaky", leakyUpstream(t))
-	waitTool(t, th, "chatty", "asks", "impostor", "vouched")
+	waitTool(t, th, "chatty", "asks", "roots", "impostor", "vouched")
 	return th
 }
 
@@ -221,6 +227,57 @@ func TestUpstreamMessagesToTheClientAreSanitised_OUT1(t *testing.T) {
 			th.operator.noFast.Store(false)
 		})
 	}
+}
+
+// OUT-1 and issue 25 defect 6: a server's roots/list carries nothing of the
+// server's but its _meta, and that reaches the client as a sampling
+// request's does: a configured secret and an operator token in it are
+// redacted, and a key that reads as the hub's is renamed under upstream/,
+// through the fast path and the SDK's. FuzzTransparency found both passed
+// on as the server wrote them.
+func TestRootsRequestMetaIsSanitised_OUT1(t *testing.T) {
+	th := leakyHub(t)
+	rec := &wireRecorder{}
+	asked := make(chan mcp.Meta, 1)
+	client := mcp.NewClient(&mcp.Implementation{Name: "careful", Version: "0"}, nil)
+	client.AddRoots(&mcp.Root{URI: "file:///srv/alpha"})
+	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if p, ok := req.GetParams().(*mcp.ListRootsParams); ok && method == "roots/list" {
+				asked <- p.Meta
+			}
+			return next(ctx, method, req)
+		}
+	})
+	cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: th.url + "/operator/mcp",
+		HTTPClient: &http.Client{Transport: hubtest.Bearer{Token: adaTok, Base: rec}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	for _, fast := range []bool{true, false} {
+		th.operator.noFast.Store(!fast)
+		rec.take()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "roots", Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			t.Fatalf("fast=%v: %v %s", fast, err, resultJSON(t, res))
+		}
+		meta := <-asked
+		if said, _ := meta["said"].(string); !strings.Contains(said, sanitize.Redacted) || strings.Contains(said, upKey) {
+			t.Errorf("fast=%v: the client was asked with _meta said %q", fast, said)
+		}
+		if _, kept := meta[servers.MetaRefusal]; kept || meta[sanitize.ForeignMetaKey(servers.MetaRefusal)] != "forbidden" {
+			t.Errorf("fast=%v: the client was asked with _meta %v: the server's %s not renamed", fast, meta, servers.MetaRefusal)
+		}
+		raw := rec.take()
+		for _, leak := range []string{upKey, adaTok} {
+			if strings.Contains(raw, leak) {
+				t.Errorf("fast=%v: the client received %q", fast, leak)
+			}
+		}
+	}
+	th.operator.noFast.Store(false)
 }
 
 // Issue 25 defect 6 (REF-1: a refusal's class is the hub's word): an

@@ -53,6 +53,13 @@ func (s *Sanitizer) CreateMessage(p *mcp.CreateMessageParams) (_ *mcp.CreateMess
 	return viaJSON(s, p, createMessageShape, true)
 }
 
+// ListRoots sanitises a server's roots request: its _meta, all it carries
+// of the server's (what it asks for is the client's own).
+func (s *Sanitizer) ListRoots(p *mcp.ListRootsParams) (_ *mcp.ListRootsParams, err error) {
+	defer binaryIn("the server's roots request", &err)
+	return viaJSON(s, p, listRootsShape, true)
+}
+
 // Elicit sanitises a server's elicitation request: the message shown to
 // the person, the URL of a url elicitation, the schema asked for (titles,
 // descriptions, defaults) and _meta.

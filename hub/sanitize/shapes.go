@@ -177,8 +177,9 @@ var (
 	inputRequestsShape = &shape{kind: kMap, elem: &shape{kind: kInputRequest, methods: map[string]*shape{
 		"elicitation/create":     elicitShape,
 		"sampling/createMessage": createMessageShape,
-		"roots/list":             message("", metaField),
+		"roots/list":             listRootsShape,
 	}}}
+	listRootsShape    = message("", metaField)
 	readResourceShape = message("", append([]field{
 		{key: "contents", sh: arrayOf("resource contents item %d", resourceShape)}}, resultState...)...)
 	getPromptShape = message("", append([]field{
