@@ -92,6 +92,7 @@ func (s *notesSeen) take() []map[string]any {
 type rigClient struct {
 	cs       *mcp.ClientSession
 	seen     *notesSeen
+	asked    *askedSeen
 	revision string
 	// transport makes the client's connection: to an HTTP endpoint, or a
 	// stdio server's new process.
@@ -123,15 +124,19 @@ func dialWith(tb testing.TB, revision string, transport func() mcp.Transport) *r
 // one.
 func (c *rigClient) dial(tb testing.TB) {
 	tb.Helper()
-	seen := newNotesSeen()
-	client := mcp.NewClient(&mcp.Implementation{Name: "transparency", Version: "0"}, &mcp.ClientOptions{
+	seen, asked := newNotesSeen(), &askedSeen{}
+	opts := &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
 			seen.add("notifications/progress", req.Params)
 		},
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			seen.add("notifications/message", req.Params)
 		},
-	})
+	}
+	answering(opts, asked)
+	client := mcp.NewClient(&mcp.Implementation{Name: "transparency", Version: "0"}, opts)
+	client.AddRoots(rigRoots...)
+	client.AddReceivingMiddleware(recordRoots(asked))
 	cs, err := client.Connect(context.Background(), c.transport(), &mcp.ClientSessionOptions{ProtocolVersion: c.revision})
 	if err != nil {
 		tb.Fatalf("connect on %s: %v", c.revision, err)
@@ -146,7 +151,7 @@ func (c *rigClient) dial(tb testing.TB) {
 	} else {
 		tb.Cleanup(func() { _ = c.cs.Close() })
 	}
-	c.cs, c.seen = cs, seen
+	c.cs, c.seen, c.asked = cs, seen, asked
 }
 
 // callKeys makes every call's key unique across the rig's life.
@@ -158,6 +163,10 @@ type outcome struct {
 	res   *mcp.CallToolResult
 	err   error
 	notes []map[string]any
+	// asked is what the client was asked while the call ran; got what
+	// the server got back.
+	asked []askSeen
+	got   []any
 }
 
 // ownNotes keeps the notifications of the call whose progress token is
@@ -204,9 +213,11 @@ func (c *rigClient) call(tb testing.TB, g scripted, tool string, sc *script, str
 	closed := false
 	switch {
 	case !streamed || c.seen.ended(token):
-	case broken || drain && res != nil && res.IsError:
+	case broken || drain && res != nil && res.IsError || err != nil && sc.asks() > 0:
 		// The end of the notes may never come: the client (or the hub's
-		// link) could not read the stream to its end. Closing the
+		// link) could not read the stream to its end, or a client that
+		// could not answer a 2026-07-28 server's input requests never
+		// made the call that the script's answer goes to. Closing the
 		// session runs the client's queue of notifications to its end
 		// before it returns, so what was read is in, and nothing later.
 		_ = c.cs.Close()
@@ -214,7 +225,7 @@ func (c *rigClient) call(tb testing.TB, g scripted, tool string, sc *script, str
 	default:
 		c.seen.awaitEnd(token, 10*time.Second)
 	}
-	o := outcome{res: res, err: err, notes: ownNotes(c.seen.take(), token)}
+	o := outcome{res: res, err: err, notes: ownNotes(c.seen.take(), token), asked: c.asked.take(), got: g.got(key)}
 	if broken || closed {
 		c.dial(tb)
 	}

@@ -7,9 +7,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -72,14 +75,22 @@ func FuzzTransparency(f *testing.F) {
 			}
 			streamed := s.streamed(sc)
 			direct := s.direct.call(t, s.scripts, s.tool, sc, streamed, false)
-			want := viewOf(direct, sc)
+			want := viewOf(direct.on(s), sc)
 			for _, c := range rig.viaHub {
 				for _, fast := range []bool{true, false} {
 					rig.hub.operator.noFast.Store(!fast)
 					since := time.Now()
-					got := viewOf(c.call(t, s.scripts, s.tool, sc, streamed, true), nil)
-					rig.linksUp(t, s, sc, since, c.revision, fast)
+					got := viewOf(c.call(t, s.scripts, s.tool, sc, streamed, true).on(s), nil)
+					// A cut script ends a stdio server's process where the
+					// hub made the call its answer goes to: on 2026-07-28
+					// one whose input requests it could not answer, it
+					// never did.
+					_, text := got.failed()
+					rig.linksUp(t, s, sc.cut && (!s.modern || sc.asks() == 0 || strings.Contains(text, "is not running")), since, c.revision, fast)
 					w, h := want.clone(), got.clone()
+					for _, v := range []*view{w, h} {
+						v.modernServer, v.modernClient = s.modern, c.revision >= "2026-07-28"
+					}
 					for _, r := range rows {
 						if transparencyRows[r.name](w, h, sc) {
 							used[r.name]++
@@ -90,10 +101,13 @@ func FuzzTransparency(f *testing.F) {
 					if !reflect.DeepEqual(w, h) {
 						if shown++; shown == 1 {
 							t.Errorf("answer %s", clipTo(string(sc.body), 600))
+							for _, a := range sc.scriptAsks() {
+								t.Errorf("asking %s %s", a.method, clipTo(string(a.params), 600))
+							}
 						}
-						t.Errorf("%s, a %s client through the hub (fast=%v) read otherwise than a client of the server:\ndirect %s\nhub    %s\nnormalised direct %s\nnormalised hub    %s",
-							s.tool, c.revision, fast, clipTo(want.String(), 700), clipTo(got.String(), 700),
-							clipTo(w.String(), 700), clipTo(h.String(), 700))
+						t.Errorf("%s, a %s client through the hub (fast=%v) read otherwise than a client of the server, first at %s:\ndirect %s\nhub    %s\nnormalised direct %s\nnormalised hub    %s",
+							s.tool, c.revision, fast, firstDiff(w, h), clipTo(want.String(), 1400), clipTo(got.String(), 1400),
+							clipTo(w.String(), 1400), clipTo(h.String(), 1400))
 					}
 				}
 			}
@@ -190,20 +204,31 @@ type view struct {
 	// Unreadable marks, for a direct call, each of Notes whose bytes
 	// were not UTF-8 (the SDK read them with U+FFFD in their place).
 	Unreadable []bool `json:"unreadable,omitempty"`
+	// Asked is what the client was asked while the call ran (method and
+	// params), Got what the server got back, each answer in the order
+	// the server asked; a digest the client's answer echoes is written
+	// as the place of the request it answers ("asked#i").
+	Asked []map[string]any `json:"asked,omitempty"`
+	Got   []any            `json:"got,omitempty"`
 	// unread is set, on both sides, by the row that finds the direct
 	// client could not read the answer at all, for the row that allows
 	// for the notes lost with it.
 	unread bool
+	// modernServer and modernClient say, on both sides, the server's
+	// revision is 2026-07-28 and the hub's client's is.
+	modernServer, modernClient bool
 }
 
 // viewOf is what the client read; sc, for a direct call, is what the
 // server wrote.
 func viewOf(o outcome, sc *script) *view {
 	v := &view{Notes: o.notes}
+	v.Asked, v.Got = askedView(o.asked, o.got)
 	// The direct client got every note the server wrote, and the end of
 	// the notes after them when the answer was streamed.
-	if sc != nil && (len(o.notes) == len(sc.notes) || len(o.notes) == len(sc.notes)+1) {
-		for i, n := range sc.notes {
+	notes := sc.onlyNotes()
+	if sc != nil && (len(o.notes) == len(notes) || len(o.notes) == len(notes)+1) {
+		for i, n := range notes {
 			if utf8.Valid(n.params) {
 				continue
 			}
@@ -268,4 +293,53 @@ func clipTo(s string, n int) string {
 		return s
 	}
 	return s[:n] + fmt.Sprintf("...(%d bytes)", len(s))
+}
+
+// firstDiff says where two views first differ, and what each holds there.
+func firstDiff(w, h *view) string {
+	var a, b any
+	_ = json.Unmarshal([]byte(w.String()), &a)
+	_ = json.Unmarshal([]byte(h.String()), &b)
+	var at func(path string, x, y any) string
+	at = func(path string, x, y any) string {
+		switch xv := x.(type) {
+		case map[string]any:
+			yv, ok := y.(map[string]any)
+			if !ok {
+				break
+			}
+			keys := map[string]bool{}
+			for k := range xv {
+				keys[k] = true
+			}
+			for k := range yv {
+				keys[k] = true
+			}
+			sorted := slices.Sorted(maps.Keys(keys))
+			for _, k := range sorted {
+				if d := at(path+"."+k, xv[k], yv[k]); d != "" {
+					return d
+				}
+			}
+			return ""
+		case []any:
+			yv, ok := y.([]any)
+			if !ok || len(xv) != len(yv) {
+				break
+			}
+			for i := range xv {
+				if d := at(path+"["+strconv.Itoa(i)+"]", xv[i], yv[i]); d != "" {
+					return d
+				}
+			}
+			return ""
+		}
+		if reflect.DeepEqual(x, y) {
+			return ""
+		}
+		xs, _ := json.Marshal(x)
+		ys, _ := json.Marshal(y)
+		return fmt.Sprintf("%s: direct %s, hub %s", path, clipTo(string(xs), 300), clipTo(string(ys), 300))
+	}
+	return at("", a, b)
 }

@@ -3,6 +3,7 @@ package hub
 import (
 	"bytes"
 	"encoding/base64"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -383,9 +384,25 @@ var deepLevels = []int{8, 500, 997, 998, 999, 1000, 1500}
 // largeSizes are the long texts' lengths.
 var largeSizes = []int{4 << 10, 64 << 10, 1 << 20}
 
-// deriveScript makes an answer of data.
+// deriveScript makes an answer of data: the answer, then, of the bytes
+// left, the requests of the client the server makes before it (so an input
+// written before there were any keeps its answer).
 func deriveScript(data []byte) *script {
 	d := &draw{b: data}
+	sc := d.answer()
+	if d.n(3) == 1 {
+		// Requests go out on the call's stream: the answer is streamed.
+		sc.sse = true
+		for range 1 + d.n(3) {
+			at := d.n(len(sc.notes) + 1)
+			sc.notes = slices.Insert(sc.notes, at, d.ask())
+		}
+	}
+	return sc
+}
+
+// answer makes the answer.
+func (d *draw) answer() *script {
 	flags := d.byte()
 	d.invalid = flags&0x08 != 0 && flags&0x10 != 0
 	d.binary = flags&0x20 != 0 && flags&0x40 != 0

@@ -70,40 +70,73 @@ type note struct {
 // has none.
 const endOfNotes = "end of the notes"
 
-// wire is what a scripted server writes for the call with id whose client
-// asked for progress with token (nil: no progress): each notification as a
-// JSON-RPC message, the end of the notes last when the answer is streamed,
-// and the response.
-func (sc *script) wire(id, token json.RawMessage, streamed bool) (notes [][]byte, resp []byte) {
+// step is a message a scripted server writes before its response: a
+// notification, or a request of the client whose answer it waits for
+// before it goes on (ask, the request's id).
+type step struct {
+	msg []byte
+	ask string
+}
+
+// wire is what a scripted server writes for call, whose client asked for
+// progress with its token (none: no progress): each notification and
+// request of the client as a JSON-RPC message, the end of the notes last
+// when the answer is streamed, and the response. On 2026-07-28 (modern) a
+// script that asks is two answers: a first call is answered with the notes
+// before the first request and the requests as input requests; the call
+// that carries their answers with the other notes and the script's answer.
+// final says the answer is the script's, which a cut script breaks.
+func (sc *script) wire(call *callOf, streamed, modern bool) (steps []step, resp []byte, final bool) {
+	id, token, key := call.ID, call.Params.Meta.ProgressToken, call.Params.Arguments.Key
 	progress := func(members []byte) []byte {
 		params := append(append([]byte(`{"progressToken":`), token...), ',')
 		return append(params, members...)
 	}
+	notes := sc.notes
+	final = true
+	if modern && sc.asks() > 0 {
+		if len(call.Params.InputResponses) == 0 {
+			notes, final = notes[:sc.firstAsk()], false
+		} else {
+			notes = notes[sc.firstAsk():]
+		}
+	}
 	if streamed {
-		for _, n := range sc.notes {
+		for i, n := range notes {
 			params := n.params
-			if n.method == "notifications/progress" {
+			switch {
+			case isRequest(n.method):
+				if !modern {
+					id := askID(key, i)
+					steps = append(steps, step{msg: askMessage(id, n), ask: id})
+				}
+				continue
+			case n.method == "notifications/progress":
 				if len(token) == 0 {
 					continue // nobody asked for progress
 				}
 				params = progress(n.params)
 			}
-			notes = append(notes, []byte(`{"jsonrpc":"2.0","method":"`+n.method+`","params":`+string(params)+`}`))
+			steps = append(steps, step{msg: []byte(`{"jsonrpc":"2.0","method":"` + n.method + `","params":` + string(params) + `}`)})
 		}
 		// A broken answer has no end of its notes: both sides drain what
 		// they read instead.
-		if len(token) > 0 && !sc.cut {
-			notes = append(notes, []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":`+
-				string(progress([]byte(`"progress":100,"total":100,"message":"`+endOfNotes+`"}`)))+`}`))
+		if len(token) > 0 && final && !sc.cut {
+			steps = append(steps, step{msg: []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":` +
+				string(progress([]byte(`"progress":100,"total":100,"message":"`+endOfNotes+`"}`))) + `}`)})
 		}
 	}
-	resp = make([]byte, 0, len(sc.body)+64)
+	member, body := sc.member, sc.body
+	if !final {
+		member, body = "result", sc.inputRequired(key)
+	}
+	resp = make([]byte, 0, len(body)+64)
 	resp = append(resp, `{"jsonrpc":"2.0","id":`...)
 	resp = append(resp, id...)
-	resp = append(resp, `,"`+sc.member+`":`...)
-	resp = append(resp, sc.body...)
+	resp = append(resp, `,"`+member+`":`...)
+	resp = append(resp, body...)
 	resp = append(resp, '}')
-	return notes, resp
+	return steps, resp, final
 }
 
 // callOf reads what a scripted server needs of a tools/call: its id, tool,
@@ -119,13 +152,19 @@ type callOf struct {
 		Meta struct {
 			ProgressToken json.RawMessage `json:"progressToken"`
 		} `json:"_meta"`
+		// A 2026-07-28 call's answers to the input requests of the
+		// answer to the call before, and the request state it echoes.
+		InputResponses json.RawMessage `json:"inputResponses"`
+		RequestState   string          `json:"requestState"`
 	} `json:"params"`
 }
 
 // scripted is a scripted server as the rig drives it: it files the script
-// a call with key is answered by, and forgets it.
+// a call with key is answered by, tells what the server got back to its
+// requests of the client while it answered, and forgets both.
 type scripted interface {
 	set(key string, sc *script)
+	got(key string) []any
 	drop(key string)
 }
 
@@ -157,8 +196,10 @@ func newScriptedMCP(tool string, modern bool) *mcp.Server {
 type scriptedServer struct {
 	url     string
 	tool    string
+	modern  bool
 	mu      sync.Mutex
 	scripts map[string]*script
+	asks    asksHTTP
 }
 
 // startScripted serves a scripted server. A modern one is stateless and
@@ -169,7 +210,7 @@ func startScripted(tb testing.TB, tool string, modern bool) *scriptedServer {
 	tb.Helper()
 	s := newScriptedMCP(tool, modern)
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: modern})
-	g := &scriptedServer{tool: tool, scripts: map[string]*script{}}
+	g := &scriptedServer{tool: tool, modern: modern, scripts: map[string]*script{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			body, err := io.ReadAll(r.Body)
@@ -178,7 +219,7 @@ func startScripted(tb testing.TB, tool string, modern bool) *scriptedServer {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			if g.answer(w, body) {
+			if g.asks.take(w, body) || g.answer(w, r, body) {
 				return
 			}
 		}
@@ -201,29 +242,39 @@ func (g *scriptedServer) set(key string, sc *script) {
 	g.scripts[key] = sc
 }
 
+func (g *scriptedServer) got(key string) []any { return g.asks.gotFor(key) }
+
 func (g *scriptedServer) drop(key string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.scripts, key)
+	g.asks.forget(key)
 }
 
 // answer writes the scripted answer to a tools/call with a key it has a
 // script for, and reports whether it did.
-func (g *scriptedServer) answer(w http.ResponseWriter, body []byte) bool {
+func (g *scriptedServer) answer(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	var msg callOf
 	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" || msg.Params.Name != g.tool {
 		return false
 	}
+	key := msg.Params.Arguments.Key
 	g.mu.Lock()
-	sc := g.scripts[msg.Params.Arguments.Key]
+	sc := g.scripts[key]
 	g.mu.Unlock()
 	if sc == nil {
 		return false
 	}
-	notes, resp := sc.wire(msg.ID, msg.Params.Meta.ProgressToken, sc.sse)
+	steps, resp, final := sc.wire(&msg, sc.sse, g.modern)
+	if g.modern && final && sc.asks() > 0 {
+		g.asks.mu.Lock()
+		g.asks.record(key, inputsGot(&msg)...)
+		g.asks.mu.Unlock()
+	}
+	cut := sc.cut && final
 	if !sc.sse {
 		w.Header().Set("Content-Type", "application/json")
-		if sc.cut {
+		if cut {
 			cutAfter(w, resp[:len(resp)/2])
 			return true
 		}
@@ -233,11 +284,18 @@ func (g *scriptedServer) answer(w http.ResponseWriter, body []byte) bool {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	rc := http.NewResponseController(w)
-	for _, n := range notes {
-		_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", n)
+	for _, s := range steps {
+		var answered chan []byte
+		if s.ask != "" {
+			answered = g.asks.expect(s.ask)
+		}
+		_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", s.msg)
 		_ = rc.Flush()
+		if answered != nil && !g.asks.await(r.Context(), key, s.ask, answered) {
+			return true // the client hung up
+		}
 	}
-	if sc.cut {
+	if cut {
 		cutAfter(w, append([]byte("event: message\ndata: "), resp[:len(resp)/2]...))
 		return true
 	}
@@ -289,14 +347,15 @@ func (rig *transparencyRig) instance(name string) *upstream.Instance {
 // linksUp checks the hub's links to the scripted servers are up after a
 // call through the hub began at since: a server's answer, whatever it
 // holds, must never take the link down, but for a stdio server whose
-// process ended mid-answer (a cut script), which the hub must bring back.
+// process ended mid-answer (cut: a cut script the hub got to the end of),
+// which the hub must bring back.
 // A link that went down is restarted at once (as a reload does), so the
 // next call is judged on its own.
-func (rig *transparencyRig) linksUp(t *testing.T, called *rigServer, sc *script, since time.Time, revision string, fast bool) {
+func (rig *transparencyRig) linksUp(t *testing.T, called *rigServer, cut bool, since time.Time, revision string, fast bool) {
 	t.Helper()
 	for _, s := range rig.servers {
 		inst := rig.instance(s.name)
-		if s == called && s.stdio && sc.cut {
+		if s == called && s.stdio && cut {
 			rig.restarted(t, s.name, since)
 			continue
 		}

@@ -157,6 +157,15 @@ func (v *view) settle() {
 	if len(v.Notes) == 0 {
 		v.Notes = nil
 	}
+	if v.modernServer {
+		v.sortAsked()
+	}
+	if len(v.Asked) == 0 {
+		v.Asked = nil
+	}
+	if len(v.Got) == 0 {
+		v.Got = nil
+	}
 	if len(v.Unreadable) == 0 {
 		v.Unreadable = nil
 	}
@@ -210,7 +219,7 @@ func metaMaps(v *view, fn func(m map[string]any)) {
 // whether it changed anything.
 var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 	"stream-broken-refused": func(w, h *view, sc *script) bool {
-		if !sc.cut {
+		if !sc.cut || w.Refused != "" {
 			return false
 		}
 		// A stdio server's process ended with its answer; an HTTP
@@ -231,7 +240,7 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 		return true
 	},
 	"unreadable-refused": func(w, h *view, sc *script) bool {
-		const says = "answered the call with something the hub could not read"
+		const says = unreadable
 		if w.Err != "" && w.Result == nil && w.RPC == nil {
 			w.unread, h.unread = true, true
 			return refuse("unreadable-refused", w, h, says)
@@ -286,11 +295,14 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 		for _, n := range w.Notes {
 			_ = noteWalk(n, text)
 		}
+		for _, a := range w.Asked {
+			_ = askWalk(a, text)
+		}
 		return changed
 	},
 	"upstream-meta-renamed": func(w, h *view, sc *script) bool {
 		changed := false
-		metaMaps(w, func(m map[string]any) {
+		rename := func(m map[string]any) {
 			moved := map[string]any{}
 			for k, v := range m {
 				if nk := sanitize.ForeignMetaKey(k); nk != k {
@@ -302,7 +314,9 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 				m[k] = v
 				changed = true
 			}
-		})
+		}
+		metaMaps(w, rename)
+		askMetaMaps(w, rename)
 		return changed
 	},
 	"unreadable-note-dropped": func(w, h *view, sc *script) bool {

@@ -169,6 +169,58 @@ var seedKinds = []seedKind{
 	{"a result just past the 16 MiB bound", 0xc0, func(sc *script) bool { return len(sc.body) > boundMessage }},
 }
 
+func init() { seedKinds = append(seedKinds, askKinds...) }
+
+// asking tests for a script that makes a request of method (any, "")
+// whose params, as written, hold every sub.
+func asking(method string, also func(*script) bool, subs ...string) func(*script) bool {
+	return func(sc *script) bool {
+		for _, a := range sc.scriptAsks() {
+			if (method == "" || a.method == method) && bodyHas(subs...)(&script{body: a.params}) {
+				return also(sc)
+			}
+		}
+		return false
+	}
+}
+
+// interleaved tests for requests between notes: a note before the first
+// and one after it.
+func interleaved(sc *script) bool {
+	first := sc.firstAsk()
+	return first > 0 && first < len(sc.notes) && len(sc.onlyNotes()) > first
+}
+
+func anyScript(*script) bool { return true }
+
+// askKinds are the requests of the client the replayed inputs must hold.
+var askKinds = []seedKind{
+	{"a sampling request between notes", 0x01, asking("sampling/createMessage", interleaved, `"messages":[{`)},
+	{"an elicitation form the client fills in", 0x00, asking("elicitation/create", anyScript, `"answer":{"type":"string"`)},
+	{"an elicitation the client declines", 0x00, asking("elicitation/create", anyScript, `"other":{"type":"string"`)},
+	{"a URL elicitation", 0x00, asking("elicitation/create", anyScript, `"mode":"url"`)},
+	{"a roots request with _meta", 0x00, asking("roots/list", anyScript, `"_meta":{`)},
+	{"a roots request without params", 0x00, func(sc *script) bool {
+		for _, a := range sc.scriptAsks() {
+			if a.method == "roots/list" && a.params == nil {
+				return true
+			}
+		}
+		return false
+	}},
+	{"three requests", 0x00, func(sc *script) bool { return sc.asks() == 3 }},
+	{"a sampling request holding secrets", 0x00, asking("sampling/createMessage", anyScript, transparencySecret)},
+	{"an elicitation holding escapes", 0x00, asking("elicitation/create", anyScript, `\u001b[31m`)},
+	{"a request with the hub's meta keys", 0x00, asking("", anyScript, `"_meta":{"crewlet/`)},
+	{"a request with JSON-RPC members in its params", 0x00, asking("", anyScript, `"jsonrpc":`, `"id":`)},
+	{"a sampling request with an image", 0x00, asking("sampling/createMessage", anyScript, `"type":"image"`)},
+	{"a sampling request no client decodes", 0x00, asking("sampling/createMessage", anyScript, `"messages":5`)},
+	{"an elicitation no client decodes", 0x00, asking("elicitation/create", anyScript, `"message":5`)},
+	{"a request holding a NUL", 0x60, asking("", anyScript, `\u0000nul`)},
+	{"requests before a JSON-RPC error", 0x06, asking("", bodyHas(`"code":`))},
+	{"requests before an answer broken mid-way", 0x80, asking("", broken(bodyHas(`"content":[{`)))},
+}
+
 // findInput draws tails for kind from src until one makes an answer of
 // that kind.
 func findInput(tb testing.TB, kind seedKind, src *rand.Rand) []byte {

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,8 +33,9 @@ func init() {
 		return
 	}
 	out := &lineWriter{w: os.Stdout}
-	t := &scriptedStdio{tool: tool, dir: os.Getenv(scriptsVar), out: out}
-	if err := newScriptedMCP(tool, os.Getenv(modernVar) != "").Run(context.Background(), t); err != nil {
+	modern := os.Getenv(modernVar) != ""
+	t := &scriptedStdio{tool: tool, dir: os.Getenv(scriptsVar), out: out, modern: modern}
+	if err := newScriptedMCP(tool, modern).Run(context.Background(), t); err != nil {
 		fmt.Fprintln(os.Stderr, "scripted:", err)
 		os.Exit(1)
 	}
@@ -74,6 +76,7 @@ func (*lineWriter) Close() error { return nil }
 type scriptedStdio struct {
 	tool, dir string
 	out       *lineWriter
+	modern    bool
 }
 
 func (t *scriptedStdio) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -87,27 +90,77 @@ func (t *scriptedStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 type scriptedConn struct {
 	mcp.Connection
 	t *scriptedStdio
+	// pending are the messages that came while the script waited for
+	// its client's answer to a request: the SDK gets them after.
+	pending []jsonrpc.Message
 }
 
 // Read answers each scripted tools/call itself, raw on stdout, and hands
 // the SDK every other message.
 func (c *scriptedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
-		msg, err := c.Connection.Read(ctx)
-		if err != nil {
-			return nil, err
+		var msg jsonrpc.Message
+		if len(c.pending) > 0 {
+			msg, c.pending = c.pending[0], c.pending[1:]
+		} else {
+			var err error
+			if msg, err = c.Connection.Read(ctx); err != nil {
+				return nil, err
+			}
 		}
 		req, ok := msg.(*jsonrpc.Request)
-		if !ok || !req.IsCall() || req.Method != "tools/call" || !c.answer(req) {
+		if !ok || !req.IsCall() || req.Method != "tools/call" || !c.answer(ctx, req) {
 			return msg, nil
 		}
+	}
+}
+
+// await reads until the answer to the request id comes, keeping what else
+// comes for the SDK, and answers what the server got back.
+func (c *scriptedConn) await(ctx context.Context, id string) any {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scripted: no answer to a request:", err)
+			os.Exit(4)
+		}
+		resp, ok := msg.(*jsonrpc.Response)
+		if ok {
+			raw, _ := json.Marshal(resp.ID.Raw())
+			ok = string(raw) == id
+		}
+		if !ok {
+			c.pending = append(c.pending, msg)
+			continue
+		}
+		if resp.Error != nil {
+			var e *jsonrpc.Error
+			if !errors.As(resp.Error, &e) {
+				return map[string]any{"error": resp.Error.Error()}
+			}
+			b, _ := json.Marshal(e)
+			return map[string]any{"error": canonical(b)}
+		}
+		return map[string]any{"result": canonical(resp.Result)}
+	}
+}
+
+// record files what the call with key got back, for the test to read.
+func (c *scriptedConn) record(key string, got []any) {
+	b, err := json.Marshal(got)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(c.t.dir, filepath.Base(key)+".got"), b, 0o600)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scripted: cannot record:", err)
+		os.Exit(1)
 	}
 }
 
 // answer writes the script of the call, if it has one: its notes, the end
 // of the notes and its response, each a line; a cut script writes half of
 // the response's line and exits, as a server that crashed mid-answer.
-func (c *scriptedConn) answer(req *jsonrpc.Request) bool {
+func (c *scriptedConn) answer(ctx context.Context, req *jsonrpc.Request) bool {
 	var call callOf
 	if json.Unmarshal(req.Params, &call.Params) != nil || call.Params.Name != c.t.tool {
 		return false
@@ -129,11 +182,22 @@ func (c *scriptedConn) answer(req *jsonrpc.Request) bool {
 	if err != nil {
 		return false
 	}
-	notes, resp := sc.wire(id, call.Params.Meta.ProgressToken, true)
-	for _, n := range notes {
-		_, _ = c.t.out.Write(append(n, '\n'))
+	call.ID = id
+	key := call.Params.Arguments.Key
+	steps, resp, final := sc.wire(&call, true, c.t.modern)
+	var got []any
+	if c.t.modern && final && sc.asks() > 0 {
+		got = inputsGot(&call)
+		c.record(key, got)
 	}
-	if sc.cut {
+	for _, s := range steps {
+		_, _ = c.t.out.Write(append(s.msg, '\n'))
+		if s.ask != "" {
+			got = append(got, c.await(ctx, s.ask))
+			c.record(key, got)
+		}
+	}
+	if sc.cut && final {
 		_, _ = c.t.out.Write(resp[:len(resp)/2])
 		fmt.Fprintln(os.Stderr, "scripted: cut mid-answer")
 		os.Exit(3)
@@ -205,4 +269,21 @@ func (s *stdioScripted) set(key string, sc *script) {
 	}
 }
 
-func (s *stdioScripted) drop(key string) { _ = os.Remove(filepath.Join(s.dir, key)) }
+// got reads what the server recorded; the server writes it before it
+// goes on with its script, so before its answer.
+func (s *stdioScripted) got(key string) []any {
+	raw, err := os.ReadFile(filepath.Join(s.dir, key+".got"))
+	if err != nil {
+		return nil
+	}
+	var got []any
+	if v, ok := canonical(raw).([]any); ok {
+		got = v
+	}
+	return got
+}
+
+func (s *stdioScripted) drop(key string) {
+	_ = os.Remove(filepath.Join(s.dir, key))
+	_ = os.Remove(filepath.Join(s.dir, key+".got"))
+}
