@@ -49,7 +49,7 @@ func bodyHas(subs ...string) func(*script) bool {
 }
 
 func notesAtLeast(n int, also func(*script) bool) func(*script) bool {
-	return func(sc *script) bool { return len(sc.notes) >= n && also(sc) }
+	return func(sc *script) bool { return len(sc.onlyNotes()) >= n && also(sc) }
 }
 
 func broken(also func(*script) bool) func(*script) bool {
@@ -135,7 +135,7 @@ var seedKinds = []seedKind{
 	{"JSON-RPC error on a stream", 0x07, notesAtLeast(1, bodyHas(`"code":`))},
 	{"invalid UTF-8", 0x18, func(sc *script) bool { return !utf8.Valid(sc.body) }},
 	{"invalid UTF-8 in a note", 0x19, func(sc *script) bool {
-		for _, n := range sc.notes {
+		for _, n := range sc.onlyNotes() {
 			if !utf8.Valid(n.params) {
 				return utf8.Valid(sc.body)
 			}
@@ -144,7 +144,7 @@ var seedKinds = []seedKind{
 	}},
 	{"a NUL in a text", 0x60, bodyHas(`\u0000nul`)},
 	{"a NUL in a note", 0x61, func(sc *script) bool {
-		for _, n := range sc.notes {
+		for _, n := range sc.onlyNotes() {
 			if bytes.Contains(n.params, []byte(`\u0000nul`)) {
 				return !bytes.Contains(sc.body, []byte(`\u0000nul`))
 			}
