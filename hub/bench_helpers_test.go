@@ -84,7 +84,7 @@ func newBenchTransport(b *testing.B) *http.Transport {
 // newBenchHub runs a hub in-process with one upstream declared by server
 // (a YAML mcp_servers entry) and serves its front on a loopback port. It
 // waits until the upstream's tool is listed.
-func newBenchHub(b *testing.B, server, tool string) string {
+func newBenchHub(b *testing.B, server, tool string) (string, *Hub) {
 	doc := `units:
   - id: core
     name: Core
@@ -132,5 +132,5 @@ mcp_servers:
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return srv.URL + "/operator/mcp"
+	return srv.URL + "/operator/mcp", h
 }

@@ -40,8 +40,16 @@ func BenchmarkForwardDirect(b *testing.B) {
 func BenchmarkForwardViaHubHTTP(b *testing.B) {
 	tr := newBenchTransport(b)
 	echo := newBenchEchoHTTP(b)
-	url := newBenchHub(b, fmt.Sprintf("  - name: echo_http\n    url: %q\n    tool_prefix: http_\n", echo), "http_echo")
+	url, h := newBenchHub(b, fmt.Sprintf("  - name: echo_http\n    url: %q\n    tool_prefix: http_\n", echo), "http_echo")
 	runBenchLevels(b, benchTarget{url: url, token: benchToken, tool: "http_echo", tr: tr})
+	// The same calls with the SDK framing every tools/call, side by side
+	// with the hub's own framing: what the framing saves (docs/performance.md,
+	// "Why tools/call keeps its own framing beside the SDK").
+	b.Run("framing=sdk", func(b *testing.B) {
+		h.operator.noFast.Store(true)
+		defer h.operator.noFast.Store(false)
+		runBenchLevels(b, benchTarget{url: url, token: benchToken, tool: "http_echo", tr: tr})
+	})
 }
 
 func BenchmarkForwardViaHubStdio(b *testing.B) {
@@ -50,7 +58,7 @@ func BenchmarkForwardViaHubStdio(b *testing.B) {
 		b.Fatal(err)
 	}
 	tr := newBenchTransport(b)
-	url := newBenchHub(b, fmt.Sprintf("  - name: echo_stdio\n    command: %q\n    env: {%s: stdio}\n    tool_prefix: stdio_\n",
+	url, _ := newBenchHub(b, fmt.Sprintf("  - name: echo_stdio\n    command: %q\n    env: {%s: stdio}\n    tool_prefix: stdio_\n",
 		exe, benchEchoVar), "stdio_echo")
 	runBenchLevels(b, benchTarget{url: url, token: benchToken, tool: "stdio_echo", tr: tr})
 }
