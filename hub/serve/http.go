@@ -4,8 +4,6 @@ import (
 	"net"
 	"net/http"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // The HTTP server's bounds. Anyone who can reach the port can open a
@@ -65,5 +63,5 @@ func newHTTPServer(h http.Handler, ln net.Listener, l HTTPLimits) (*http.Server,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 	}
-	return srv, netutil.LimitListener(ln, l.MaxConns)
+	return srv, newLimitListener(ln, l.MaxConns)
 }

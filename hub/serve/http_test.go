@@ -2,11 +2,14 @@ package serve
 
 import (
 	"bufio"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -139,6 +142,44 @@ func TestHTTPServerServesAtMostMaxConns(t *testing.T) {
 	}
 }
 
+// The limit's Accept waiting for a slot returns once the listener is
+// closed, so a node whose connections are all taken still stops.
+func TestLimitListenerCloseWakesAnAcceptWaitingForASlot(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newLimitListener(inner, 1)
+	defer ln.Close()
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	held, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	accepted := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			c.Close()
+		}
+		accepted <- err
+	}()
+	ln.Close()
+	select {
+	case err := <-accepted:
+		if err == nil {
+			t.Fatal("Accept on a closed listener handed back a connection")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("an Accept waiting for a slot did not return when the listener was closed")
+	}
+}
+
 // Issue 25 defect 7: a connection that sends part of a request head and
 // then stops is closed at the header timeout, once: nothing in front of
 // the HTTP server waits a timeout of its own first.
@@ -157,26 +198,77 @@ func TestHTTPServerClosesAPartialHeadAtTheHeaderTimeout(t *testing.T) {
 }
 
 // Issue 25 defect 7: a head past the limit is answered 431 and the
-// connection closed cleanly: the client reads the answer, even with much
-// of what it sent still unread by the server.
+// connection closed cleanly — the answer and then a clean end (a FIN, or
+// TLS's close_notify), not a reset — while the client is still sending
+// its header and much of it sits unread by the server. net/http ends such
+// a connection with CloseWrite and a linger; a connection that hides
+// CloseWrite is closed outright with unread data, which the kernel
+// answers with a reset that can cost the client the 431.
 func TestHTTPServerAnswersAnOversizedHead431(t *testing.T) {
-	addr := runWithLimits(t, HTTPLimits{})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	t.Run("http", func(t *testing.T) {
+		addr := runWithLimits(t, HTTPLimits{})
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		oversizedHeadIsAnswered431(t, c, addr)
+	})
+	t.Run("https", func(t *testing.T) {
+		h := runTLS(t, HTTPLimits{})
+		addr := strings.TrimPrefix(h.base, "https://")
+		// HTTP/1.1: the 431 and its close are the HTTP/1 server's.
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: h.ca.Pool, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		oversizedHeadIsAnswered431(t, c, addr)
+	})
+}
+
+// oversizedHeadIsAnswered431 sends on c a request whose one header runs
+// far past the limit, writing on as a client with a big header does, and
+// reads the answer to its end: a 431, then EOF.
+func oversizedHeadIsAnswered431(t *testing.T, c net.Conn, addr string) {
+	t.Helper()
+	wrote := make(chan struct{})
+	defer func() {
+		c.Close()
+		<-wrote
+	}()
 	go func() {
-		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n\r\n", addr, strings.Repeat("a", 4*maxHeaderBytes))
+		defer close(wrote)
+		if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Big: ", addr); err != nil {
+			return
+		}
+		// Far more than the server reads before it answers, so what it
+		// leaves unread is in its receive buffer when it closes. The
+		// writes end in an error once the server has gone.
+		chunk := []byte(strings.Repeat("a", 4<<10))
+		for sent := 0; sent < 16*maxHeaderBytes; sent += len(chunk) {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
 	}()
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
 		t.Fatalf("the answer to an oversized head was lost: %v", err)
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Fatalf("an oversized head was answered %s, want 431", resp.Status)
+	}
+	// The answer is delimited by the connection's end, so reading it
+	// whole reads to that end: io.ReadAll stops at io.EOF without error,
+	// and fails on a reset.
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("after the 431 (%q so far) the connection ended with %v, want a clean EOF (reset: %t)",
+			body, err, errors.Is(err, syscall.ECONNRESET))
+	}
+	if string(body) != "431 Request Header Fields Too Large" {
+		t.Fatalf("the 431's body is %q", body)
 	}
 }
 
