@@ -58,16 +58,17 @@ func NewCA(t testing.TB) *CA {
 	return ca
 }
 
-// Issue writes a server certificate for localhost and the loopback
-// addresses, with the given serial number (a test tells two issued pairs
-// apart by it), to certFile and keyFile.
-func (ca *CA) Issue(t testing.TB, serial int64, certFile, keyFile string) {
+// Issue writes a server certificate for localhost, the loopback addresses
+// and any further DNS names given (a name only a test's proxy resolves),
+// with the given serial number (a test tells two issued pairs apart by it),
+// to certFile and keyFile.
+func (ca *CA) Issue(t testing.TB, serial int64, certFile, keyFile string, names ...string) {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial),
 		Subject:      pkix.Name{CommonName: "crewlet hub"},
-		DNSNames:     []string{"localhost"},
+		DNSNames:     append([]string{"localhost"}, names...),
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
