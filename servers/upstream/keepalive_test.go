@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -29,13 +28,7 @@ func TestCallsOverHTTPKeepTheirConnection(t *testing.T) {
 			name = "stateless"
 		}
 		t.Run(name, func(t *testing.T) {
-			s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "0"}, nil)
-			mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo"},
-				func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
-					Text string `json:"text"`
-				}) (*mcp.CallToolResult, textOut, error) {
-					return nil, textOut{Text: in.Text}, nil
-				})
+			s := newEchoServer()
 			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 				&mcp.StreamableHTTPOptions{Stateless: stateless})
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -80,13 +73,7 @@ func TestCallsOverHTTPKeepTheirConnection(t *testing.T) {
 // read outlives the call is TestCallsOverHTTPKeepTheirConnection's: here
 // the server may notice a cut only after the instance began closing.)
 func TestAnsweredStreamLeftOpenEndsWithTheInstance(t *testing.T) {
-	s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "0"}, nil)
-	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo"},
-		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
-			Text string `json:"text"`
-		}) (*mcp.CallToolResult, textOut, error) {
-			return nil, textOut{Text: in.Text}, nil
-		})
+	s := newEchoServer()
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	held := make(chan struct{}, 1) // a call's stream is being held open
 	ended := make(chan bool, 1)    // the client let go of it: after the instance began to close?

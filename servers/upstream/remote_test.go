@@ -24,8 +24,8 @@ type remoteEcho struct {
 	seen []string // X-Seat header values received
 }
 
-func startRemote(t testing.TB, addr string, sse bool) *remoteEcho {
-	t.Helper()
+// newEchoServer is a go-sdk server with one tool, echo, answering its text.
+func newEchoServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "0"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "echo"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
@@ -33,6 +33,12 @@ func startRemote(t testing.TB, addr string, sse bool) *remoteEcho {
 		}) (*mcp.CallToolResult, textOut, error) {
 			return nil, textOut{Text: in.Text}, nil
 		})
+	return s
+}
+
+func startRemote(t testing.TB, addr string, sse bool) *remoteEcho {
+	t.Helper()
+	s := newEchoServer()
 	var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	if sse {
 		h = mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)
