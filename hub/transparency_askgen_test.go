@@ -85,13 +85,7 @@ func (d *draw) samplingContent(b []byte) []byte {
 	b = append(b, '{')
 	switch d.n(4) {
 	case 0:
-		kind, types := "image", genImageTypes
-		if d.n(2) == 0 {
-			kind, types = "audio", genAudioTypes
-		}
-		b = appendString(member(b, &first, "type"), kind)
-		b = appendString(member(b, &first, "data"), d.blob())
-		b = appendString(member(b, &first, "mimeType"), d.mimeType(types))
+		b = d.media(b, &first)
 	default:
 		b = append(member(b, &first, "type"), `"text"`...)
 		b = appendString(member(b, &first, "text"), d.text())

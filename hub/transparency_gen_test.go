@@ -228,13 +228,7 @@ func (d *draw) item(b []byte) []byte {
 		b = append(member(b, &first, "type"), `"text"`...)
 		b = appendString(member(b, &first, "text"), d.text())
 	case 2:
-		kind, types := "image", genImageTypes
-		if d.n(2) == 0 {
-			kind, types = "audio", genAudioTypes
-		}
-		b = appendString(member(b, &first, "type"), kind)
-		b = appendString(member(b, &first, "data"), d.blob())
-		b = appendString(member(b, &first, "mimeType"), d.mimeType(types))
+		b = d.media(b, &first)
 	case 3:
 		b = append(member(b, &first, "type"), `"resource_link"`...)
 		b = appendString(member(b, &first, "uri"), "https://example.com/"+uriPath(d.text()))
@@ -280,6 +274,18 @@ func (d *draw) item(b []byte) []byte {
 
 // uriPath keeps a URI's path to characters a URI holds, so the SDK's client
 // reads it; what the hub does to the rest of the text is tested elsewhere.
+// media writes the members of an image or an audio item: its type, data
+// and MIME type.
+func (d *draw) media(b []byte, first *bool) []byte {
+	kind, types := "image", genImageTypes
+	if d.n(2) == 0 {
+		kind, types = "audio", genAudioTypes
+	}
+	b = appendString(member(b, first, "type"), kind)
+	b = appendString(member(b, first, "data"), d.blob())
+	return appendString(member(b, first, "mimeType"), d.mimeType(types))
+}
+
 func uriPath(s string) string {
 	var b strings.Builder
 	for _, r := range s {
