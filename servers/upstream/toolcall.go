@@ -69,14 +69,24 @@ func (i *Instance) callTool(ctx context.Context, sess *mcp.ClientSession, record
 	f := i.flights.add(ctx, downstreamFrom(ctx))
 	defer i.flights.remove(f)
 	hdr := paramHeaders(setup.headerArgs[name], args)
-	raw, err := lk.call(ctx, f, toolsCall(name, args, f.token, setup.meta, nil), hdr)
+	rounds, _ := ctx.Value(roundsKey{}).(*ClientRounds)
+	var carried []byte
+	if rounds != nil {
+		var err error
+		if carried, err = rounds.members(); err != nil {
+			return nil, err
+		}
+	}
+	raw, err := lk.call(ctx, f, toolsCall(name, args, f.token, setup.meta, carried), hdr)
 	// Issue 25 defect 3: a result that asks the client for input is, from
 	// 2026-07-28 on, the first round of a multi round-trip request
 	// (SEP-2322): the client's answers go back in a new request carrying
 	// them, never in the same request sent again. On a session revision
 	// those members mean nothing to the protocol, and the result is
-	// answered as the server wrote it.
-	for round := 1; err == nil && setup.version >= modernVersion && askingForInput(raw); round++ {
+	// answered as the server wrote it. A client that answers input
+	// requests itself (ClientRounds) is answered the result as it is:
+	// its answers come in a call of its own.
+	for round := 1; err == nil && rounds == nil && setup.version >= modernVersion && AsksForInput(raw); round++ {
 		if round >= maxInputRounds {
 			err = &UnreadableError{Why: fmt.Sprintf("it asked for the client's input %d times over without answering", round)}
 			break
@@ -231,9 +241,9 @@ func toolsCall(name string, args json.RawMessage, token string, meta, more []byt
 	return &jsonrpc.Request{ID: id, Method: "tools/call", Params: b}
 }
 
-// askingForInput reports a result that asks the client for input
+// AsksForInput reports a result that asks the client for input
 // (2026-07-28 multi round-trip requests).
-func askingForInput(raw []byte) bool {
+func AsksForInput(raw []byte) bool {
 	asks := false
 	_ = rawjson.Members(raw, func(key, _, val []byte) error {
 		switch string(key) {
@@ -245,6 +255,50 @@ func askingForInput(raw []byte) bool {
 		return nil
 	})
 	return asks
+}
+
+// ClientRounds is a call whose client answers a 2026-07-28 server's
+// requests for input itself (SEP-2322), in calls of its own: a client on
+// 2026-07-28, which the hub cannot ask anything while it serves a call. A
+// result asking for input is answered to such a caller as the server
+// wrote it, never fulfilled by the hub, and the call that carries the
+// client's answers carries them on to the server.
+type ClientRounds struct {
+	// Responses are the client's answers its call carried (inputResponses),
+	// by the keys of the requests they answer; nil on a first call.
+	Responses mcp.InputResponseMap
+	// State is the server's own requestState to echo, as the server wrote
+	// it; "" for none. It is the caller's to check that the state is one
+	// the server gave this caller for this tool.
+	State string
+}
+
+type roundsKey struct{}
+
+// WithClientRounds marks ctx as a call whose client answers input requests
+// itself; r is what its call brings back.
+func WithClientRounds(ctx context.Context, r *ClientRounds) context.Context {
+	return context.WithValue(ctx, roundsKey{}, r)
+}
+
+// members writes the params members a call of r carries on to the server:
+// inputResponses and requestState, or nothing on a first call.
+func (r *ClientRounds) members() ([]byte, error) {
+	var more []byte
+	if r.Responses != nil {
+		b, err := json.Marshal(r.Responses)
+		if err != nil {
+			return nil, fmt.Errorf("the client's input responses could not be written: %w", err)
+		}
+		more = append([]byte(`"inputResponses":`), b...)
+	}
+	if r.State != "" {
+		if more != nil {
+			more = append(more, ',')
+		}
+		more = rawjson.AppendString(append(more, `"requestState":`...), r.State)
+	}
+	return more, nil
 }
 
 // metaMembers reads, from the params of a request the SDK's client wrote,
