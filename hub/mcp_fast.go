@@ -233,6 +233,11 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 	st := newFastStream(w)
 	down := &fastDown{f: f, st: st, token: c.token, sess: sess, level: c.logLevel, modern: modern, call: ctx, stream: r.Context()}
 	ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, down))
+	if modern {
+		// A server's input requests go to the client in the answer; its
+		// answers come in a call the SDK reads (readFastCall).
+		ctx = withClientRound(ctx, firstRound)
+	}
 	a := f.router.callForPerson(ctx, CompanyRegistry(f.company), p.Caller(), c.name, c.args)
 	msg, err := f.response(c.id, a, modern)
 	if err != nil {

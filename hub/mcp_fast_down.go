@@ -92,11 +92,16 @@ func levelRank(l mcp.LoggingLevel) int {
 	return 0
 }
 
-// refuseRequest is the SDK's refusal of a request of the client on a
-// 2026-07-28 exchange, where only input requests in a result may ask.
+// refuseRequest is the answer to a request a server of a session revision
+// sends in the middle of a call whose client speaks 2026-07-28. Such a
+// client is asked only in a call's answer (input requests, SEP-2322),
+// which the hub passes on from a 2026-07-28 server (input_rounds.go); a
+// session revision's server waits for the answer inside its call, and the
+// hub cannot hold that call open across the client's round trips.
 func refuseRequest(method string) error {
-	return fmt.Errorf("%q cannot be sent while serving a request on protocol version %s: "+
-		"return an InputRequests map instead (multi round-trip requests, SEP-2322)", method, "2026-07-28")
+	return fmt.Errorf("%q was not put to the client: it speaks MCP 2026-07-28, which a server asks only in its answer to a call (input requests, SEP-2322), "+
+		"and this server, on a session revision, asked in the middle of its call, which the hub cannot hold open across the client's round trips; "+
+		"a client on a session revision (2025-11-25) can answer it, as can this server once it speaks 2026-07-28", method)
 }
 
 func (d *fastDown) ListRoots(_ context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {

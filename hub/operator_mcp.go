@@ -172,7 +172,14 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 	// Log lines, progress and requests an upstream server sends while it
 	// serves the call go back to this session.
 	if req.Session != nil {
-		ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx}))
+		modern := takesInputRounds(req.Session)
+		ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx, modern: modern}))
+		if modern {
+			// A server's input requests go to the client in the answer,
+			// and the client's answers come back in a call like this one
+			// (input_rounds.go); on a session they mean nothing.
+			ctx = withClientRound(ctx, &clientRound{responses: req.Params.InputResponses, state: req.Params.RequestState})
+		}
 	}
 	ctx = withCallHeader(ctx, req.Extra)
 	return f.router.CallForPerson(ctx, CompanyRegistry(f.company), p.Caller(), req.Params.Name, args)

@@ -365,6 +365,9 @@ type sessionDownstream struct {
 	ss    *mcp.ServerSession
 	token any
 	call  context.Context
+	// modern is a client on 2026-07-28, which is asked nothing while a
+	// call is served (refuseRequest).
+	modern bool
 }
 
 func (d sessionDownstream) Log(_ context.Context, p *mcp.LoggingMessageParams) error {
@@ -376,14 +379,23 @@ func (d sessionDownstream) Progress(_ context.Context, p *mcp.ProgressNotificati
 }
 
 func (d sessionDownstream) CreateMessage(_ context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	if d.modern {
+		return nil, refuseRequest("sampling/createMessage")
+	}
 	return d.ss.CreateMessage(d.call, p)
 }
 
 func (d sessionDownstream) Elicit(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if d.modern {
+		return nil, refuseRequest("elicitation/create")
+	}
 	return d.ss.Elicit(d.call, p)
 }
 
 func (d sessionDownstream) ListRoots(_ context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	if d.modern {
+		return nil, refuseRequest("roots/list")
+	}
 	return d.ss.ListRoots(d.call, p)
 }
 

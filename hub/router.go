@@ -32,6 +32,9 @@ type Router struct {
 	life context.Context
 	// observe is told of every call routed (metrics, traces).
 	observe CallObserver
+	// seal binds the requestState of an answer asking a 2026-07-28 client
+	// for input to that client's follow-up (input_rounds.go).
+	seal stateSeal
 }
 
 // Call decides a call against what reg offers, runs it and sanitises the
@@ -122,6 +125,17 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			return r.refuse(ctx, name, caller, ref), e.Source
 		}
 	}
+	round, takesInput := clientRoundFrom(ctx)
+	if takesInput {
+		// A client on 2026-07-28 answers a server's input requests in a
+		// call of its own: what it brings back is checked here, after the
+		// call was decided as any call is, and before anything is sent.
+		rounds, ref := r.roundIn(caller, e, round)
+		if ref != nil {
+			return r.refuse(ctx, name, caller, ref), e.Source
+		}
+		ctx = upstream.WithClientRounds(ctx, rounds)
+	}
 	callCtx, limit, cancel := r.bounds(ctx, e)
 	var raw json.RawMessage
 	var res *mcp.CallToolResult
@@ -192,6 +206,16 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			return answer{res: &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: unreadable.Error()}}}}, e.Source
 		case serr != nil:
 			return r.rejected(ctx, name, e.Source, caller, start, serr), e.Source
+		case takesInput && !op.IsError && upstream.AsksForInput(raw):
+			// The server asks the client for input (SEP-2322): the
+			// client gets its requests, sanitised, and the hub's sealed
+			// state in place of the server's.
+			if err := r.roundOut(caller, e, raw, &op); err != nil {
+				r.log.ErrorContext(ctx, "input_round_unsealable", "tool", name, "error", err.Error())
+				return answer{res: servers.Refused(authority.Internal())}, e.Source
+			}
+			r.called(ctx, name, e.Source, caller, start, false, "")
+			return answer{onePass: &op}, e.Source
 		case !op.IsError:
 			r.called(ctx, name, e.Source, caller, start, false, "")
 			return answer{onePass: &op}, e.Source

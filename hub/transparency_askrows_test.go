@@ -13,7 +13,7 @@ import (
 
 // refusedToModern is the SDK's refusal (refuseRequest) of a request of the
 // client while a 2026-07-28 request is served.
-const refusedToModern = "cannot be sent while serving a request on protocol version 2026-07-28"
+const refusedToModern = "was not put to the client: it speaks MCP 2026-07-28"
 
 // unmet is the hub's failed result for a call whose server's input
 // requests could not be answered.
@@ -57,16 +57,11 @@ func init() {
 			return failsCall("input-unmet-refused", w, h, sc, unmet)
 		},
 		"requests-refused-to-modern-clients": func(w, h *view, sc *script) bool {
-			if !w.modernClient || sc.asks() == 0 || w.Refused != "" {
+			// A 2026-07-28 server's input requests reach a 2026-07-28
+			// client in the answer (input_rounds.go): only a session
+			// revision's requests in the middle of a call are refused.
+			if !w.modernClient || w.modernServer || sc.asks() == 0 || w.Refused != "" {
 				return false
-			}
-			if w.modernServer {
-				// Which request the hub's call failed at is its own
-				// order's: the refusal, or one of its own first.
-				if _, text := h.failed(); !strings.Contains(text, unmet) {
-					return false
-				}
-				return failsCall("requests-refused-to-modern-clients", w, h, sc, unmet)
 			}
 			w.Asked = nil
 			for j := range min(len(w.Got), len(h.Got)) {
@@ -82,12 +77,19 @@ func init() {
 				return false
 			}
 			if w.modernServer {
-				// The hub's call fails at the request it cannot put (a
-				// client on 2026-07-28 is asked nothing in any case).
-				if _, text := h.failed(); w.modernClient || w.Refused != "" || !strings.Contains(text, unmet) {
+				// A client on a session revision: the hub's call fails at
+				// the request it cannot put. A client on 2026-07-28: the
+				// answer holding the requests is refused whole, as a
+				// result holding such text is.
+				says := unmet
+				_, text := h.failed()
+				if w.modernClient {
+					says = unsafeWords(text)
+				}
+				if w.Refused != "" || says == "" || !strings.Contains(text, says) {
 					return false
 				}
-				return failsCall("unsafe-request-refused", w, h, sc, unmet)
+				return failsCall("unsafe-request-refused", w, h, sc, says)
 			}
 			text := func(s string) (string, error) { return clean().Text(s) }
 			for i := len(w.Asked) - 1; i >= 0; i-- {
@@ -153,6 +155,18 @@ func init() {
 	for name, row := range rows {
 		transparencyRows[name] = row
 	}
+}
+
+// unsafeWords is the part of the hub's refusal of an answer asking for
+// input whose requests hold binary text or colliding keys that says so;
+// "" for another refusal.
+func unsafeWords(text string) string {
+	for _, says := range []string{"binary data", "the same once control characters and secrets are removed"} {
+		if strings.Contains(text, says) {
+			return says
+		}
+	}
+	return ""
 }
 
 // unsafeAsk reports a request of the script whose params hold binary text

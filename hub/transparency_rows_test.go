@@ -246,8 +246,16 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 			return refuse("unreadable-refused", w, h, says)
 		}
 		// The SDK reads bytes that are not UTF-8 with U+FFFD in their
-		// place; the hub may refuse them instead.
-		if failed, text := h.failed(); failed && strings.Contains(text, says) && !utf8.Valid(sc.body) {
+		// place; the hub may refuse them instead. A 2026-07-28 client
+		// is answered the server's first answer, asking for input: one
+		// whose requests hold such bytes is refused, so the client is
+		// asked nothing and the server gets nothing back.
+		failed, text := h.failed()
+		if failed && strings.Contains(text, says) && w.modernServer && w.modernClient &&
+			slices.ContainsFunc(sc.scriptAsks(), func(n note) bool { return !utf8.Valid(n.params) }) {
+			return failsCall("unreadable-refused", w, h, sc, says)
+		}
+		if failed && strings.Contains(text, says) && !utf8.Valid(sc.body) {
 			return refuse("unreadable-refused", w, h, says)
 		}
 		return false
@@ -261,7 +269,10 @@ var transparencyRows = map[string]func(w, h *view, sc *script) bool{
 			"answered the call with something the hub could not read (a message larger than the 16 MiB the hub takes)")
 	},
 	"rpc-error-as-result": func(w, h *view, sc *script) bool {
-		if w.RPC == nil {
+		// The same error on both sides is the client's own: a 2026-07-28
+		// client that could not answer an input request the hub passed
+		// on fails its call as a direct client does.
+		if w.RPC == nil || reflect.DeepEqual(w.RPC, h.RPC) {
 			return false
 		}
 		w.Result = map[string]any{"isError": true, "content": []any{map[string]any{"type": "text", "text": w.RPC["message"]}}}
