@@ -13,7 +13,6 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,11 +38,14 @@ import (
 //     of its answer. The guard hands the SDK, in that message's place, the
 //     call's answer saying so, so the call reads everything before it in
 //     order, and then its refusal (issue 25 defect 5).
-//   - stdioGuard keeps from the SDK's stdio reader a line answering a call
-//     that the SDK would take for a broken connection (JSON nested past
-//     its bound, a message past its bound on one line), and hands it to
-//     that call as the server's unreadable answer (issue 25 defect 5), so
-//     the session lives on.
+//   - stdioGuard (stdio_guard.go) keeps from the SDK's stdio reader a line
+//     answering a call that the SDK would take for a broken connection
+//     (JSON nested past its bound, a message past its bound on one line),
+//     and hands it to that call as the server's unreadable answer (issue 25
+//     defect 5), so the session lives on.
+//   - drainFor (drain.go) keeps a call's POST alive past the call until the
+//     SDK has read its answered stream to the end, so the connection
+//     carries the next call instead of being closed under the read.
 
 // maxMessage bounds one message of a server: the SDK's own bound on an
 // event of a stream and on a stdio line, which a JSON body is held to too.
@@ -77,71 +79,6 @@ type wire struct {
 	open     int         // answer bodies the SDK has not closed
 	answered bool
 	bound    *time.Timer
-}
-
-// drainBound bounds how long a call's stream, answered, may stay open for
-// the SDK to read to its end: a server that keeps it open longer costs its
-// connection, not a goroutine and a connection for good.
-const drainBound = 5 * time.Second
-
-// drainFor gives the context a call's POST is written with. It ends with
-// ctx while the call waits for its answer. Once answered (w.answer), the
-// SDK's client still reads the stream to its end, off the caller's way,
-// so that its connection can carry the next call; the caller's context
-// ends the moment the call returns (the router cancels its per-call
-// timeout), and ending the POST with it would cut that read and close the
-// connection, so every call would dial the server anew.
-//
-// The POST ends with life too (the session's supervision, which ends
-// when the instance closes), so no read outlives the instance.
-func (w *wire) drainFor(ctx, life context.Context) context.Context {
-	post, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stopCall, stopLife := context.AfterFunc(ctx, cancel), context.AfterFunc(life, cancel)
-	w.stop = stopCall
-	w.release = func() {
-		stopCall()
-		stopLife()
-		cancel()
-	}
-	return post
-}
-
-// answer lets the POST outlive the call until its stream is read to the
-// end, or drainBound. A call that ends without an answer (done false)
-// ends its POST at once, as its context would have.
-func (w *wire) answer(done bool) {
-	if !done || !w.stop() {
-		w.release()
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.answered = true
-	if w.open == 0 {
-		w.release()
-		return
-	}
-	w.bound = time.AfterFunc(drainBound, w.release)
-}
-
-func (w *wire) bodyOpened() {
-	w.mu.Lock()
-	w.open++
-	w.mu.Unlock()
-}
-
-// bodyClosed is the SDK done with an answer's body: read to its end, or
-// given up on.
-func (w *wire) bodyClosed() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.open--
-	if w.answered && w.open == 0 {
-		if w.bound != nil {
-			w.bound.Stop()
-		}
-		w.release()
-	}
 }
 
 // wireWrite is a write on a call's connection: the call's own request
@@ -490,194 +427,6 @@ func headerValue(raw json.RawMessage) (string, bool) {
 		return s, true
 	}
 	return pre + base64.StdEncoding.EncodeToString([]byte(s)) + post, true
-}
-
-// stdioGuard reads a stdio child's output for the SDK's reader, a line at
-// a time. A line that answers a call of the hub's (its id says so) with
-// JSON nested past the SDK's bound would end the SDK's session as a broken
-// connection; it goes to the call, refused as unreadable, instead.
-// Everything else reaches the SDK as the server wrote it.
-type stdioGuard struct {
-	src     *bufio.Reader
-	pending []byte // what the SDK has yet to read of the current line
-	line    []byte // a line longer than the reader's buffer, gathered
-	refuse  func(id string, err error) bool
-}
-
-func newStdioGuard(src io.Reader, refuse func(string, error) bool) *stdioGuard {
-	return &stdioGuard{src: bufio.NewReaderSize(src, 64<<10), refuse: refuse}
-}
-
-func (g *stdioGuard) Read(p []byte) (int, error) {
-	for len(g.pending) == 0 {
-		line, err := g.next()
-		if len(line) > 0 && !g.take(line) {
-			g.pending = line
-			break
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	n := copy(p, g.pending)
-	g.pending = g.pending[n:]
-	return n, nil
-}
-
-// next is the next line, its newline included. A line whose message is
-// past maxMessage is read to its end, no more of it kept than the bound,
-// and is never handed to the SDK when it answers a call of the hub's: the
-// SDK would refuse it as a broken connection and end the session, and the
-// child with it, though the child answered and is fine. The line is whole
-// and the next one begins after it, so nothing is out of step: the call is
-// refused as the server's unreadable answer, past the bound (issue 25
-// defect 5), and the session lives on. Any other line past the bound (a
-// notification, a request, an answer to the SDK's own request, which waits
-// for it) is handed on, cut at the bound, for the SDK to refuse as it
-// always has.
-func (g *stdioGuard) next() ([]byte, error) {
-	chunk, err := g.src.ReadSlice('\n')
-	if !errors.Is(err, bufio.ErrBufferFull) {
-		return chunk, err
-	}
-	g.line = append(g.line[:0], chunk...)
-	// Room for a message of maxMessage bytes and its line's end.
-	for errors.Is(err, bufio.ErrBufferFull) && len(g.line) < maxMessage+2 {
-		chunk, err = g.src.ReadSlice('\n')
-		g.line = append(g.line, chunk...)
-	}
-	if !errors.Is(err, bufio.ErrBufferFull) && len(bytes.TrimRight(g.line, "\r\n")) <= maxMessage {
-		return g.line, err
-	}
-	var top topMembers
-	top.feed(g.line)
-	for errors.Is(err, bufio.ErrBufferFull) {
-		chunk, err = g.src.ReadSlice('\n')
-		top.feed(chunk)
-	}
-	if id, ok := top.callAnswered(); ok {
-		// Kept from the SDK even where the call is no longer waiting
-		// (it was cancelled): the SDK's session made no such request.
-		g.refuse(id, &UnreadableError{Why: tooLarge})
-		return nil, err
-	}
-	return g.line, err
-}
-
-// take hands a call's over-deep answer to the call; false for any other
-// line.
-func (g *stdioGuard) take(line []byte) bool {
-	if !bytes.Contains(line, []byte(`"`+callPrefix)) || depth(line) <= rawjson.MaxDepth {
-		return false
-	}
-	var id string
-	if json.Unmarshal(lenientID(line), &id) != nil || !strings.HasPrefix(id, callPrefix) {
-		return false
-	}
-	// Kept from the SDK even where the call is no longer waiting (it was
-	// cancelled): the SDK's session made no such request.
-	g.refuse(id, &UnreadableError{Why: nestedWhy(depth(line))})
-	return true
-}
-
-// topMembers reads, from a message fed to it in pieces, as much of its
-// top level as tells a call's answer: a string id and whether it has a
-// method (a request's). It keeps no more of the message than those.
-type topMembers struct {
-	depth             int
-	object            bool // the message is an object
-	wantKey           bool // the next string at the top level is a key
-	inString, escaped bool
-	str               []byte // the top-level string being read, as written
-	keep              bool   // str is a key, or the value of id, and is kept
-	isKey             bool
-	key               string // the last key read
-	id                []byte // the string id, as written
-	method            bool
-}
-
-// A key the scan looks for, or an id the hub wrote, is short: a longer
-// string is not one.
-const topStringMax = 256
-
-func (t *topMembers) feed(b []byte) {
-	for _, c := range b {
-		if t.inString {
-			switch {
-			case t.escaped:
-				t.escaped = false
-			case c == '\\':
-				t.escaped = true
-			case c == '"':
-				t.inString = false
-				t.endString()
-				continue
-			}
-			if t.keep && len(t.str) < topStringMax {
-				t.str = append(t.str, c)
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			t.inString = true
-			t.isKey = t.depth == 1 && t.object && t.wantKey
-			t.keep = t.depth == 1 && t.object && (t.isKey || t.key == "id")
-			t.str = append(t.str[:0], '"')
-			if t.isKey {
-				t.wantKey = false
-			}
-		case '{', '[':
-			if t.depth == 0 && c == '{' {
-				t.object, t.wantKey = true, true
-			}
-			t.depth++
-		case '}', ']':
-			t.depth--
-		case ',':
-			if t.depth == 1 && t.object {
-				t.wantKey = true
-			}
-		}
-	}
-}
-
-func (t *topMembers) endString() {
-	if !t.keep || len(t.str) >= topStringMax {
-		return
-	}
-	var s string
-	if json.Unmarshal(append(t.str, '"'), &s) != nil {
-		return
-	}
-	switch {
-	case t.isKey:
-		t.key = s
-		t.method = t.method || s == "method"
-	case t.key == "id":
-		t.id = append(t.id[:0], s...)
-	}
-}
-
-// callAnswered is the id of the hub's call the message answers; false for
-// any other message.
-func (t *topMembers) callAnswered() (string, bool) {
-	id := string(t.id)
-	return id, !t.method && strings.HasPrefix(id, callPrefix)
-}
-
-// lenientID reads the top-level id of a response Go's decoder can read
-// (the SDK's, with its bound on nesting, could not): enough to tell whose
-// answer it was. nil when even that fails, or for a request.
-func lenientID(msg []byte) []byte {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method json.RawMessage `json:"method"`
-	}
-	if json.Unmarshal(msg, &m) != nil || m.Method != nil {
-		return nil
-	}
-	return m.ID
 }
 
 // nestedWhy says what is wrong with an answer nested past the SDK's bound.
