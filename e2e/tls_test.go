@@ -2,11 +2,17 @@ package e2e_test
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
+	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
@@ -86,6 +92,99 @@ func TestHubOverTLS(t *testing.T) {
 			t.Fatalf("curl accepted the hub's certificate without the CA:\n%s", out)
 		}
 	})
+}
+
+// Issue 25 (TLS): a renewed pair is served after SIGHUP, without a restart.
+// An operator's certificate tool replaces the files by rename and signals
+// the process; this sends the real signal to the real binary, where
+// TestTLSReloadsThePairOnSIGHUP feeds the reload channel in process and so
+// cannot tell whether `crewlet serve` routes SIGHUP there at all (nor that
+// the signal leaves the process alive).
+func TestHubOverTLSReloadsThePairOnSIGHUP(t *testing.T) {
+	// The pair is issued here rather than by startHubTLS, so the test knows
+	// the key's path too and both files share one directory for the renames.
+	dir := t.TempDir()
+	ca := hubtest.NewCA(t)
+	cert, key := filepath.Join(dir, "hub.pem"), filepath.Join(dir, "hub-key.pem")
+	ca.Issue(t, 1, cert, key)
+	certA := leafDER(t, cert)
+	h := launchHub(t, t.TempDir(), []string{"CREWLET_OPERATOR_TOKEN="}, "--tls-cert", cert, "--tls-key", key)
+	h.ca, h.certFile = ca, cert
+	h.awaitReady(t, 20*time.Second)
+
+	if got, err := handshakeLeaf(h); err != nil || !bytes.Equal(got, certA) {
+		t.Fatalf("the hub's first handshake: %v; presents cert A: %v", err, bytes.Equal(got, certA))
+	}
+
+	// Cert B from the same CA, written beside the files and renamed over
+	// them, so the hub never reads half a file.
+	ca.Issue(t, 2, cert+".new", key+".new")
+	certB := leafDER(t, cert+".new")
+	for _, f := range []string{cert, key} {
+		if err := os.Rename(f+".new", f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The negative control: the files alone change nothing, so a cert B
+	// seen below is the signal's doing.
+	if got, err := handshakeLeaf(h); err != nil || !bytes.Equal(got, certA) {
+		t.Fatalf("before SIGHUP: %v; still presents cert A: %v (cert B: %v)", err, bytes.Equal(got, certA), bytes.Equal(got, certB))
+	}
+
+	h.signal(t, syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := handshakeLeaf(h)
+		if err == nil && bytes.Equal(got, certB) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no handshake presented cert B within 10s of SIGHUP (last: %v, cert A: %v); stderr:\n%s",
+				err, bytes.Equal(got, certA), tailString(h.logs(), 8<<10))
+		}
+		time.Sleep(50 * time.Millisecond) // the poll's pace, not a wait standing in for the reload
+	}
+
+	// The hub is alive and answers MCP over the new certificate: a fresh
+	// client (so a fresh connection, whose handshake gives cert B). A hub
+	// SIGHUP had killed would fail here, and its cleanup's check of a clean
+	// exit on SIGTERM reports "signal: hangup".
+	cs, err := hubtest.DialClient(t, h.mcpURL(), ca.Client(h.token), "2025-11-25", nil)
+	if err != nil {
+		t.Fatalf("MCP client over cert B: %v", err)
+	}
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "list_projects", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.Contains(hubtest.Text(res), "CORE") {
+		t.Fatalf("list_projects over cert B: %v %s", err, hubtest.Text(res))
+	}
+	if !strings.Contains(h.logs(), "tls_reloaded") {
+		t.Fatalf("no tls_reloaded in the hub's log:\n%s", tailString(h.logs(), 8<<10))
+	}
+}
+
+// handshakeLeaf opens a fresh TLS connection to the hub, trusting its CA
+// alone, and returns the leaf certificate it presented (DER).
+func handshakeLeaf(h *hubProc) ([]byte, error) {
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", h.addr, &tls.Config{RootCAs: h.ca.Pool})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Raw, nil
+}
+
+// leafDER is the first certificate in a PEM file.
+func leafDER(t *testing.T, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(b)
+	if block == nil {
+		t.Fatalf("%s holds no PEM block", file)
+	}
+	return block.Bytes
 }
 
 // Issue 25 (TLS): the screen over HTTPS in chromium, which trusts the hub's
