@@ -172,9 +172,11 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 				u.log.Warn("mcp_server_retired", "server", w.Server.Name, "seat", w.Seat, "variable", hold.Variable, "reason", hold.Sentence)
 				stops = append(stops, cur)
 			}
-			u.logHold(w, hold)
 			u.byName[key] = &upstreamServer{decl: w.Server, seat: w.Seat}
 			u.status.held(key, w.Server.Name, w.Seat, hold)
+			// Said once the row reads it, so whoever acts on the line
+			// finds the server held.
+			u.logHold(w, hold)
 			continue
 		}
 		// A server stopped for a collision is started again, as a down
