@@ -157,7 +157,7 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 		}
 		key := instanceKey(w.Server.Name, w.Seat)
 		want[key] = true
-		resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(u.env), nil)
+		resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(u.env))
 		if hold == nil && w.Server.UsesOAuth() && w.Seat != "" {
 			hold = u.grantHold(w)
 		}

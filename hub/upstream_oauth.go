@@ -150,7 +150,7 @@ func (g seatGrants) Complete(ctx context.Context, a grants.Answer, check func(st
 // grantServer resolves what the minter needs of a seat's server: its url
 // and the configured client's secret, by the hub's own ${VAR} rules.
 func (h *Hub) grantServer(w config.Instance) (grants.Server, error) {
-	resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(h.opts.Env), nil)
+	resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(h.opts.Env))
 	if hold != nil {
 		return grants.Server{}, fmt.Errorf("%s", hold.Sentence)
 	}

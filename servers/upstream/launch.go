@@ -30,7 +30,6 @@ type (
 	Declared  = launch.Declared
 	SeatBlock = launch.SeatBlock
 	Lookup    = launch.Lookup
-	Minter    = launch.Minter
 	HoldState = launch.HoldState
 	Hold      = launch.Hold
 	Resolved  = launch.Resolved
@@ -38,8 +37,8 @@ type (
 )
 
 // Resolve is launch.Resolve.
-func Resolve(d Declared, seat *SeatBlock, lookup Lookup, mint Minter) (Resolved, *Hold) {
-	return launch.Resolve(d, seat, lookup, mint)
+func Resolve(d Declared, seat *SeatBlock, lookup Lookup) (Resolved, *Hold) {
+	return launch.Resolve(d, seat, lookup)
 }
 
 // References is launch.References.

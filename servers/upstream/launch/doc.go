@@ -5,8 +5,8 @@
 // (ChildEnv), and when a server that died or would not start is tried again
 // (Schedule).
 //
-// The rules are pure. They read no clock, host or network: lookups, mint
-// plans, the host environment and the random source are passed in, and their
+// The rules are pure. They read no clock, host or network: lookups, the
+// host environment and the random source are passed in, and their
 // results are plain values any number of goroutines may read. A Schedule is
 // one server's retry series, guarded by its own lock.
 //

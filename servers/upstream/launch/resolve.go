@@ -44,19 +44,15 @@ type SeatBlock struct {
 // is never handed on.
 type Lookup func(name string) (string, bool)
 
-// Minter says whether a provisioning pass will mint the variable for this
-// seat, and under which integration. A reference such a pass will fill is
-// waited for rather than failed.
-type Minter func(variable string) (integration string, mints bool)
-
 // HoldState says why a server is not started.
 type HoldState string
 
 const (
-	// Waiting: a provisioning pass will seal the missing value; the server
-	// starts once it reaches the node.
+	// Waiting: the hub will obtain the missing credential itself (a
+	// seat's OAuth grant); the server starts once it holds it. Resolve
+	// never answers it: this build runs no pass that mints a ${VAR}.
 	Waiting HoldState = "waiting"
-	// Failed: nothing the engine runs will supply the value; a person must.
+	// Failed: nothing the hub runs will supply the value; a person must.
 	Failed HoldState = "failed"
 )
 
@@ -69,7 +65,7 @@ type Hold struct {
 	// Key is the env or header key whose value carries Variable; empty when
 	// the reference is in the url.
 	Key string
-	// Integration names what mints Variable (Waiting only).
+	// Integration names what the hub waits on (Waiting only).
 	Integration string
 	// Sentence is for the operator: what is missing and what to do about it.
 	Sentence string
@@ -277,13 +273,11 @@ func merge(headers bool, layers ...map[string]string) map[string]entry {
 // Every reference in the url and in the transport's map must resolve to a
 // non-empty value. One that does not, under a key listed in OptionalKeys,
 // leaves that key out whole; the url is never optional. Otherwise the server
-// is held: Waiting when mint says a provisioning pass will supply the
-// variable for this seat (even under an optional key, since that value is
-// coming and the child must not start without its identity), Failed when
-// nothing will. A failure outranks a wait, because waiting would never end;
-// among holds of one kind the first in a stable order (the url, then keys
-// sorted) is reported. command and args are taken as written.
-func Resolve(d Declared, seat *SeatBlock, lookup Lookup, mint Minter) (Resolved, *Hold) {
+// is held as Failed, naming the first unresolved reference in a stable order
+// (the url, then keys sorted): this build runs no provisioning pass that
+// would mint a value for a seat, so nothing but a person supplies one.
+// command and args are taken as written.
+func Resolve(d Declared, seat *SeatBlock, lookup Lookup) (Resolved, *Hold) {
 	tr := normTransport(d)
 	headers := tr != TransportStdio
 	r := Resolved{
@@ -307,29 +301,13 @@ func Resolve(d Declared, seat *SeatBlock, lookup Lookup, mint Minter) (Resolved,
 	for _, k := range d.OptionalKeys {
 		optional[foldKey(k, headers)] = true
 	}
-	// Only a seat's child of a per-role template has variables minted for
-	// it; for a shared server nothing the engine runs will fill a gap.
-	minted := func(v string) (string, bool) {
-		if mint == nil || seat == nil || d.Shared {
-			return "", false
-		}
-		return mint(v)
-	}
-
-	var firstFailed, firstWaiting *Hold
+	var first *Hold
 	note := func(h *Hold) {
-		if h.State == Failed && firstFailed == nil {
-			firstFailed = h
-		}
-		if h.State == Waiting && firstWaiting == nil {
-			firstWaiting = h
+		if first == nil {
+			first = h
 		}
 	}
 	holdFor := func(v, key string, isURL, offerOptional bool) *Hold {
-		if in, ok := minted(v); ok {
-			return &Hold{State: Waiting, Variable: v, Key: key, Integration: in,
-				Sentence: waitingSentence(d.Name, v, in)}
-		}
 		// Set but empty reads differently from absent: the remedy is a
 		// real value, not a missing one.
 		set := false
@@ -359,19 +337,7 @@ func Resolve(d Declared, seat *SeatBlock, lookup Lookup, mint Minter) (Resolved,
 			continue
 		}
 		if optional[f] {
-			// The declaration covers values nothing will supply; a
-			// minted one is coming, so it is waited for instead.
-			waited := false
-			for _, v := range missing {
-				if _, ok := minted(v); ok {
-					note(holdFor(v, e.key, false, false))
-					waited = true
-					break
-				}
-			}
-			if !waited {
-				r.Omitted = append(r.Omitted, e.key)
-			}
+			r.Omitted = append(r.Omitted, e.key)
 			continue
 		}
 		for _, v := range missing {
@@ -379,11 +345,8 @@ func Resolve(d Declared, seat *SeatBlock, lookup Lookup, mint Minter) (Resolved,
 		}
 	}
 
-	if h := firstFailed; h != nil {
-		return Resolved{Name: r.Name, Transport: r.Transport, Command: r.Command, Args: r.Args}, h
-	}
-	if h := firstWaiting; h != nil {
-		return Resolved{Name: r.Name, Transport: r.Transport, Command: r.Command, Args: r.Args}, h
+	if first != nil {
+		return Resolved{Name: r.Name, Transport: r.Transport, Command: r.Command, Args: r.Args}, first
 	}
 
 	r.URL = url
@@ -398,11 +361,6 @@ func Resolve(d Declared, seat *SeatBlock, lookup Lookup, mint Minter) (Resolved,
 	sort.Strings(r.EmptyKeys)
 	r.Digest = digest(r)
 	return r, nil
-}
-
-func waitingSentence(server, v, integration string) string {
-	return fmt.Sprintf("MCP server %q is waiting for ${%s}, which the %s provisioning pass mints for this seat; it starts once that value is sealed and reaches this node.",
-		server, v, integration)
 }
 
 func failedSentence(server, v, key string, headers, isURL, set, offerOptional bool) string {

@@ -50,12 +50,11 @@ type seatJSON struct {
 }
 
 // input is one call of Resolve: the declaration, the seat's blocks (absent
-// for a shared server), what the lookup holds and what a pass mints.
+// for a shared server) and what the lookup holds.
 type input struct {
 	Declared declaredJSON      `json:"declared"`
 	Seat     *seatJSON         `json:"seat"`
 	Vars     map[string]string `json:"vars"`
-	Mint     map[string]string `json:"mint"`
 }
 
 func (in input) resolve() (Resolved, *Hold) {
@@ -68,11 +67,7 @@ func (in input) resolve() (Resolved, *Hold) {
 		v, ok := in.Vars[name]
 		return v, ok
 	}
-	mint := func(v string) (string, bool) {
-		i, ok := in.Mint[v]
-		return i, ok
-	}
-	return Resolve(in.Declared.declared(), seat, lookup, mint)
+	return Resolve(in.Declared.declared(), seat, lookup)
 }
 
 type resolveFile struct {
@@ -235,7 +230,7 @@ func TestResolveDigest(t *testing.T) {
 // share; a later edit of the declaration must not reach them (package doc).
 func TestResolveDoesNotAliasInputs(t *testing.T) {
 	d := Declared{Name: "s", Command: "c", Args: []string{"a"}, Env: map[string]string{"K": "v"}}
-	r, h := Resolve(d, nil, nil, nil)
+	r, h := Resolve(d, nil, nil)
 	if h != nil {
 		t.Fatal(h)
 	}
