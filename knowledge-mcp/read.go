@@ -91,13 +91,13 @@ func (s *srv) getPage(_ context.Context, c authority.Caller, in getIn) (getOut, 
 			if err != nil || a == nil {
 				break
 			}
-			v.Breadcrumb = append([]pageRef{{ID: a.ID, Title: a.Title}}, v.Breadcrumb...)
+			v.Breadcrumb = append([]pageRef{{ID: a.ID, Title: e.Fence(a.Title, a.WrittenBy)}}, v.Breadcrumb...)
 			up = a.Parent
 		}
-		if v.Children, err = refs(r, kChild+p.Container+"/"+p.ID+"/", false); err != nil {
+		if v.Children, err = refs(r, e, kChild+p.Container+"/"+p.ID+"/"); err != nil {
 			return err
 		}
-		if v.LinkedFrom, err = refs(r, kLinkedFrom+p.ID+"/", false); err != nil {
+		if v.LinkedFrom, err = refs(r, e, kLinkedFrom+p.ID+"/"); err != nil {
 			return err
 		}
 		for _, id := range p.Links {
@@ -105,7 +105,7 @@ func (s *srv) getPage(_ context.Context, c authority.Caller, in getIn) (getOut, 
 			if l, err := readPage(r, id); err != nil {
 				return err
 			} else if l != nil {
-				ref = pageRef{ID: l.ID, Title: l.Title, Status: l.Status}
+				ref = pageRef{ID: l.ID, Title: e.Fence(l.Title, l.WrittenBy), Status: l.Status}
 				if l.Trashed {
 					ref.Status = "trashed"
 				}
@@ -118,9 +118,9 @@ func (s *srv) getPage(_ context.Context, c authority.Caller, in getIn) (getOut, 
 	return out, err
 }
 
-// refs reads the pages whose ids end the keys under prefix; trashed pages
-// are left out unless asked for.
-func refs(r pebble.Reader, prefix string, withTrashed bool) ([]pageRef, error) {
+// refs reads the pages whose ids end the keys under prefix, trashed pages
+// left out, each title fenced as its writers' in e (WR-10).
+func refs(r pebble.Reader, e *servers.Envelope, prefix string) ([]pageRef, error) {
 	list, err := ids(r, prefix)
 	if err != nil {
 		return nil, err
@@ -131,8 +131,8 @@ func refs(r pebble.Reader, prefix string, withTrashed bool) ([]pageRef, error) {
 		if err != nil {
 			return nil, err
 		}
-		if p != nil && (withTrashed || !p.Trashed) {
-			out = append(out, pageRef{ID: p.ID, Title: p.Title, Status: p.Status})
+		if p != nil && !p.Trashed {
+			out = append(out, pageRef{ID: p.ID, Title: e.Fence(p.Title, p.WrittenBy), Status: p.Status})
 		}
 	}
 	return out, nil
@@ -160,9 +160,10 @@ type pageSummary struct {
 }
 
 type listOut struct {
-	Container  string        `json:"container"`
-	Pages      []pageSummary `json:"pages"`
-	NextCursor string        `json:"next_cursor,omitempty"`
+	Provenance servers.Provenance `json:"provenance"`
+	Container  string             `json:"container"`
+	Pages      []pageSummary      `json:"pages"`
+	NextCursor string             `json:"next_cursor,omitempty"`
 }
 
 func (s *srv) listPages(_ context.Context, c authority.Caller, in listIn) (listOut, error) {
@@ -175,6 +176,7 @@ func (s *srv) listPages(_ context.Context, c authority.Caller, in listIn) (listO
 		return listOut{}, err
 	}
 	out := listOut{Container: container, Pages: []pageSummary{}}
+	e := envelope()
 	err = s.w.View(func(r pebble.Reader) error {
 		parent := in.Parent
 		if parent != "" && parent != "-" {
@@ -225,11 +227,12 @@ func (s *srv) listPages(_ context.Context, c authority.Caller, in listIn) (listO
 				out.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(last))
 				break
 			}
-			out.Pages = append(out.Pages, pageSummary{ID: p.ID, Title: p.Title, Status: p.Status, Parent: p.Parent, Folder: p.Body == "",
+			out.Pages = append(out.Pages, pageSummary{ID: p.ID, Title: e.Fence(p.Title, p.WrittenBy), Status: p.Status, Parent: p.Parent, Folder: p.Body == "",
 				Comments: len(p.Comments), Version: p.Version, UpdatedAt: p.UpdatedAt})
 			last = string(it.Key())
 		}
 		return nil
 	})
+	out.Provenance = e.Provenance()
 	return out, err
 }

@@ -111,7 +111,7 @@ func (s *srv) searchKnowledge(ctx context.Context, c authority.Caller, in search
 			if p == nil || p.Status == draft || p.Trashed || isReserved(p.Container) {
 				continue
 			}
-			out.Pages = append(out.Pages, searchHit{ID: p.ID, Title: p.Title, Container: p.Container,
+			out.Pages = append(out.Pages, searchHit{ID: p.ID, Title: e.Fence(p.Title, p.WrittenBy), Container: p.Container,
 				Score: math.Round(h.Score*1e4) / 1e4, Snippet: e.Fence(h.Snippet, p.WrittenBy)})
 		}
 		return nil

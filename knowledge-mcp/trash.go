@@ -40,14 +40,34 @@ type TrashRow struct {
 	TrashedBy string `json:"trashed_by,omitempty"`
 	TrashedAt string `json:"trashed_at,omitempty"`
 	Version   int    `json:"version"`
+	// writers wrote the title, for the fence list_trash answers it in.
+	writers []servers.Author
 }
 
 type listTrashOut struct {
-	Pages []TrashRow `json:"pages"`
-	More  int        `json:"more,omitempty"`
+	Provenance servers.Provenance `json:"provenance"`
+	Pages      []TrashRow         `json:"pages"`
+	More       int                `json:"more,omitempty"`
 }
 
-func (s *srv) listTrash(_ context.Context, c authority.Caller, in listTrashIn) (listTrashOut, error) {
+// listTrash answers a person's trash to a model, each title fenced as its
+// writers' (WR-10); the dashboard reads the same rows unfenced (TrashOf),
+// since it shows them as text, never as something to obey.
+func (s *srv) listTrash(ctx context.Context, c authority.Caller, in listTrashIn) (listTrashOut, error) {
+	out, err := s.trashRows(ctx, c, in)
+	if err != nil {
+		return out, err
+	}
+	e := envelope()
+	for i := range out.Pages {
+		out.Pages[i].Title = e.Fence(out.Pages[i].Title, out.Pages[i].writers)
+	}
+	out.Provenance = e.Provenance()
+	return out, nil
+}
+
+// trashRows is the pages in c's trash, titles as written.
+func (s *srv) trashRows(_ context.Context, c authority.Caller, in listTrashIn) (listTrashOut, error) {
 	if c.Kind == authority.KindAgent {
 		return listTrashOut{}, authority.Refuse(authority.Forbidden, "The trash is for people on the operator surface, not seats.")
 	}
@@ -81,7 +101,7 @@ func (s *srv) listTrash(_ context.Context, c authority.Caller, in listTrashIn) (
 				out.More++
 				continue
 			}
-			row := TrashRow{ID: p.ID, Container: p.Container, Title: p.Title, Version: p.Version}
+			row := TrashRow{ID: p.ID, Container: p.Container, Title: p.Title, Version: p.Version, writers: p.WrittenBy}
 			if h, ok := trashedRow(&p); ok {
 				row.TrashedBy, row.TrashedAt = h.By, h.At.Format("2006-01-02T15:04:05.000Z07:00")
 			}
@@ -270,8 +290,8 @@ func (st *Store) Trash(ctx context.Context, c authority.Caller, id string) (Tras
 }
 
 // TrashOf is c's trash of pages: those c may take out, as list_trash
-// answers it.
+// answers them, titles unfenced for the dashboard.
 func (st *Store) TrashOf(ctx context.Context, c authority.Caller) ([]TrashRow, int, error) {
-	out, err := st.s.listTrash(ctx, c, listTrashIn{})
+	out, err := st.s.trashRows(ctx, c, listTrashIn{})
 	return out.Pages, out.More, err
 }
