@@ -318,8 +318,9 @@ type listRow struct {
 }
 
 type listOut struct {
-	Artifacts []listRow `json:"artifacts"`
-	NextAfter string    `json:"next_after,omitempty"`
+	Provenance servers.Provenance `json:"provenance"`
+	Artifacts  []listRow          `json:"artifacts"`
+	NextAfter  string             `json:"next_after,omitempty"`
 }
 
 var scopes = []string{"mine", "shared", "company", "agents", "all"}
@@ -348,6 +349,7 @@ func (s *srv) listArtifacts(_ context.Context, c authority.Caller, in listIn) (l
 	}
 	words := strings.ToLower(strings.TrimSpace(in.Query))
 	out := listOut{Artifacts: []listRow{}}
+	e := envelope()
 	err = s.w.View(func(r pebble.Reader) error {
 		return each(r, kArtifact, in.After, func(k, v []byte) (bool, error) {
 			var a artifact
@@ -368,11 +370,12 @@ func (s *srv) listArtifacts(_ context.Context, c authority.Caller, in listIn) (l
 				out.NextAfter = out.Artifacts[limit-1].ID
 				return false, nil
 			}
-			out.Artifacts = append(out.Artifacts, listRow{ID: a.ID, Kind: a.Kind, Title: a.Title, Owner: a.Owner.Seat, Role: acc.Role.String(),
+			out.Artifacts = append(out.Artifacts, listRow{ID: a.ID, Kind: a.Kind, Title: e.Fence(a.Title, a.Writers), Owner: a.Owner.Seat, Role: acc.Role.String(),
 				Head: a.Head, UpdatedAt: a.UpdatedAt, URL: s.url(a.ID)})
 			return true, nil
 		})
 	})
+	out.Provenance = e.Provenance()
 	return out, err
 }
 
