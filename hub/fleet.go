@@ -232,9 +232,7 @@ func (h *Hub) publishBeat() {
 		b.Seats = []string{}
 	}
 	for _, row := range h.status.rows(h.Company(), func(config.MCPServer) launch { return launch{} }) {
-		cell := row.Nodes[0]
-		cell.Reason = bound(cell.Reason, beatReasonBytes)
-		b.Servers = append(b.Servers, beatServer{Name: row.Name, nodeCell: cell})
+		b.Servers = append(b.Servers, beatServer{Name: row.Name, nodeCell: beatCell(row.Nodes[0])})
 	}
 	data, err := json.Marshal(b)
 	if err == nil {

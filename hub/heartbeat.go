@@ -24,6 +24,12 @@ const beatSubject = "crewlet.fleet.heartbeat."
 // in the node's own log (mcp_server_failed, server_exited).
 const beatReasonBytes = 2048
 
+// beatReasons bounds how many distinct reasons a heartbeat carries for one
+// server: a per-seat server's seats each give a sentence of their own
+// (their own variable), and a beat is sent every few seconds. The rest are
+// counted, and are in the node's own log.
+const beatReasons = 8
+
 // silentBeats is how many of its heartbeats a node may miss before it is
 // no longer live: not reported, not a choice for a free seat.
 const silentBeats = 3
@@ -58,6 +64,21 @@ func bound(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + fmt.Sprintf(" [… %d more bytes in the node's log]", len(s)-cut)
+}
+
+// beatCell is a cell as a heartbeat carries it: each reason bounded, and
+// at most beatReasons of them, the rest counted in ReasonsOmitted.
+func beatCell(c nodeCell) nodeCell {
+	c.Reason = bound(c.Reason, beatReasonBytes)
+	if len(c.Reasons) > beatReasons {
+		c.ReasonsOmitted += len(c.Reasons) - beatReasons
+		c.Reasons = c.Reasons[:beatReasons]
+	}
+	c.Reasons = slices.Clone(c.Reasons)
+	for i := range c.Reasons {
+		c.Reasons[i].Reason = bound(c.Reasons[i].Reason, beatReasonBytes)
+	}
+	return c
 }
 
 // peer is the last beat heard from another node, and when (this node's

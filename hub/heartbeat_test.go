@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,31 @@ func TestBeatReasonsAreBounded(t *testing.T) {
 	got := bound(long, beatReasonBytes)
 	if !utf8.ValidString(got) || !strings.Contains(got, "more bytes in the node's log") || len(got) > beatReasonBytes+64 {
 		t.Fatalf("%d bytes: %q", len(got), got[len(got)-60:])
+	}
+}
+
+// MCP-12: a heartbeat carries at most beatReasons distinct reasons of a
+// cell, each bounded, and counts the ones it leaves out; fewer pass whole.
+func TestBeatCellReasonsAreBounded(t *testing.T) {
+	var many []cellReason
+	for i := range beatReasons + 3 {
+		many = append(many, cellReason{State: rowFailing, Reason: fmt.Sprintf("seat s%d: %s", i, strings.Repeat("x", 3000)), Seats: []string{fmt.Sprint("s", i)}})
+	}
+	got := beatCell(nodeCell{Node: "n1", State: rowFailing, Reason: many[0].Reason, Reasons: many})
+	if len(got.Reasons) != beatReasons || got.ReasonsOmitted != 3 || len(got.Reason) > beatReasonBytes+64 {
+		t.Fatalf("%d reasons carried, %d counted as left out, reason of %d bytes", len(got.Reasons), got.ReasonsOmitted, len(got.Reason))
+	}
+	for _, r := range got.Reasons {
+		if len(r.Reason) > beatReasonBytes+64 || !strings.Contains(r.Reason, "more bytes in the node's log") {
+			t.Fatalf("a reason of %d bytes: %.80q", len(r.Reason), r.Reason)
+		}
+	}
+	if len(many[0].Reason) != len("seat s0: ")+3000 {
+		t.Fatal("the status table's own reason was cut")
+	}
+	few := beatCell(nodeCell{Reasons: many[:2]})
+	if len(few.Reasons) != 2 || few.ReasonsOmitted != 0 {
+		t.Fatalf("two reasons: %+v", few)
 	}
 }
 

@@ -69,8 +69,12 @@ func screenRow(r serverRow) screen.Server {
 			URL: r.Launch.URL, Env: r.Launch.Env, Headers: r.Launch.Headers}}
 	for _, c := range r.Nodes {
 		seat, reason := seatOfReason(c.Reason)
-		s.Cells = append(s.Cells, screen.Cell{Node: c.Node, State: c.State, Reason: reason, Seat: seat,
-			NextRestart: c.NextRestart, Tools: c.Tools})
+		cell := screen.Cell{Node: c.Node, State: c.State, Reason: reason, Seat: seat,
+			NextRestart: c.NextRestart, Tools: c.Tools, ReasonsOmitted: c.ReasonsOmitted}
+		for _, r := range c.Reasons {
+			cell.Reasons = append(cell.Reasons, screen.CellReason{State: r.State, Text: r.Reason, Seats: r.Seats, NextRestart: r.NextRestart})
+		}
+		s.Cells = append(s.Cells, cell)
 	}
 	return s
 }

@@ -35,7 +35,7 @@ func TestScreenBackendReadsRowsAndTools(t *testing.T) {
 	if len(rows) != 2 || rows[0].Name != "up" || rows[0].State != "Running" || len(rows[0].Cells) != 1 || rows[0].Cells[0].Tools != 1 {
 		t.Fatalf("rows %+v", rows)
 	}
-	if rows[1].State != "Failing" || rows[1].FirstFailure() == nil {
+	if n := rows[1].Reason(); rows[1].State != "Failing" || n == nil || n.State != "Failing" {
 		t.Fatalf("ghost %+v", rows[1])
 	}
 	if err := th.servers.seatCatalogue("bot").Add(entry("seat_only", SourceMCP("github"))); err != nil {

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/crewlet/hub/hub/config"
@@ -21,9 +22,19 @@ const (
 // nodeCell is one node's report of a server: this node's own, and in a
 // fleet one per other node from its heartbeat (FLT-2, MCP-12).
 type nodeCell struct {
-	Node   string `json:"node"`
-	State  string `json:"state"`
+	Node  string `json:"node"`
+	State string `json:"state"`
+	// Reason is the one reason that explains State: the first failure's,
+	// else the first wait's. Reasons holds every distinct one.
 	Reason string `json:"reason,omitempty"`
+	// Reasons is every distinct reason the node's instances give, each
+	// with the seats it concerns: failures first, then waits, then the
+	// rest. A server with a failing and a waiting instance shows both, so
+	// the wait's sentence and seat are not hidden behind the failure.
+	Reasons []cellReason `json:"reasons,omitempty"`
+	// ReasonsOmitted counts the distinct reasons another node's heartbeat
+	// left out (beatReasons); they are in that node's log.
+	ReasonsOmitted int `json:"reasons_omitted,omitempty"`
 	// NextRestart is when a down server is tried again (RFC 3339).
 	NextRestart string `json:"next_restart,omitempty"`
 	Tools       int    `json:"tools"`
@@ -35,6 +46,17 @@ type nodeCell struct {
 	// LastHeard is when a node that stopped heartbeating was last heard
 	// from (RFC 3339); only on a Not reported cell.
 	LastHeard string `json:"last_heard,omitempty"`
+}
+
+// cellReason is one distinct reason a node gives for a server, and the
+// seats whose children give it (none for a shared server).
+type cellReason struct {
+	State  string   `json:"state"`
+	Reason string   `json:"reason"`
+	Seats  []string `json:"seats,omitempty"`
+	// NextRestart is when the first of these down instances is tried
+	// again (RFC 3339).
+	NextRestart string `json:"next_restart,omitempty"`
 }
 
 type launch struct {
@@ -171,6 +193,7 @@ func (t *statusTable) rows(c *config.Company, launchOf func(config.MCPServer) la
 			if declared[d.Name] {
 				cell.Reason = "this node acts for none of the seats that declare credentials for it"
 			}
+			cell.Reasons = []cellReason{{State: cell.State, Reason: cell.Reason}}
 		}
 		var cells []nodeCell
 		for _, r := range reports {
@@ -245,14 +268,56 @@ func (s *instanceReport) cell() nodeCell {
 			}
 		}
 	}
+	if why := strings.TrimPrefix(cell.Reason, who); why != "" {
+		r := cellReason{State: cell.State, Reason: why, NextRestart: cell.NextRestart}
+		if s.seat != "" {
+			r.Seats = []string{s.seat}
+		}
+		cell.Reasons = []cellReason{r}
+	}
 	return cell
+}
+
+// reasonRank orders a cell's reasons: what is broken, then what waits,
+// then the rest.
+func reasonRank(state string) int {
+	switch state {
+	case rowFailing:
+		return 0
+	case rowWaiting:
+		return 1
+	}
+	return 2
+}
+
+// mergeReasons folds the instances' reasons into one list of distinct
+// reasons, each with every seat that gives it, in rank order and, within a
+// rank, in the order first given.
+func mergeReasons(cells []nodeCell) []cellReason {
+	var out []cellReason
+	at := map[[2]string]int{}
+	for _, c := range cells {
+		for _, r := range c.Reasons {
+			k := [2]string{r.State, r.Reason}
+			if i, ok := at[k]; ok {
+				out[i].Seats = append(out[i].Seats, r.Seats...)
+				continue
+			}
+			at[k] = len(out)
+			r.Seats = append([]string(nil), r.Seats...)
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return reasonRank(out[i].State) < reasonRank(out[j].State) })
+	return out
 }
 
 // aggregate folds a node's instances of one server (a shared server has one,
 // a per-role template one per seat) into the node's cell: the first failure
-// explains a failing cell, the first wait a waiting one.
+// explains a failing cell, the first wait a waiting one, and Reasons keeps
+// every distinct reason with its seats.
 func aggregate(node string, cells []nodeCell) nodeCell {
-	out := nodeCell{Node: node, Instances: len(cells), Counts: map[string]int{}}
+	out := nodeCell{Node: node, Instances: len(cells), Counts: map[string]int{}, Reasons: mergeReasons(cells)}
 	var running, failing, waiting int
 	for _, c := range cells {
 		out.Counts[c.State]++

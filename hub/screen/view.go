@@ -37,6 +37,35 @@ type Cell struct {
 	Seat        string
 	NextRestart string
 	Tools       int
+	// Reasons is every distinct reason the node gives, each with its
+	// seats: a failing seat's and a waiting seat's both. Empty when the
+	// node gives one reason only as Reason (a node that does not report
+	// the server).
+	Reasons []CellReason
+	// ReasonsOmitted counts the reasons another node's heartbeat left
+	// out; they are in that node's log.
+	ReasonsOmitted int
+}
+
+// CellReason is one distinct reason of a node's, and the seats whose
+// children give it (none for a shared server).
+type CellReason struct {
+	State, Text string
+	Seats       []string
+	NextRestart string
+}
+
+// ReasonList is the cell's reasons, its one Reason as a list where it
+// gives no list.
+func (c Cell) ReasonList() []CellReason {
+	if len(c.Reasons) > 0 || c.Reason == "" {
+		return c.Reasons
+	}
+	r := CellReason{State: c.State, Text: c.Reason, NextRestart: c.NextRestart}
+	if c.Seat != "" {
+		r.Seats = []string{c.Seat}
+	}
+	return []CellReason{r}
 }
 
 // Launch is how a server is started, as the operator surface shows it:
@@ -72,50 +101,47 @@ type Tool struct {
 	Held string
 }
 
-// Note is a row's reason, with where it is and the state it explains.
+// Note is a row's reason, with the node and seats it concerns and the
+// state it explains.
 type Note struct {
-	Node, Seat, Text string
-	State            string
+	Node, Text string
+	Seats      []string
+	State      string
 }
 
-// FirstFailure is the first failing cell's reason, nil when none fails.
-func (s Server) FirstFailure() *Note {
+// noteRank orders a row's reasons: what is broken, then what waits, then
+// the rest.
+func noteRank(state string) int {
+	switch state {
+	case "Failing", "Partly failing":
+		return 0
+	case "Waiting for credentials":
+		return 1
+	}
+	return 2
+}
+
+// Reasons is every distinct reason the row's nodes give, each with its
+// node and seats, failures first, then waits, then what has not started
+// (MCP-12): a server with a failing seat and a waiting one shows both
+// sentences and both seats, not the failure alone.
+func (s Server) Reasons() []Note {
+	var out []Note
 	for _, c := range s.Cells {
-		if c.State == "Failing" || c.State == "Partly failing" {
-			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason, State: c.State}
+		for _, r := range c.ReasonList() {
+			out = append(out, Note{Node: c.Node, Text: r.Text, Seats: r.Seats, State: r.State})
 		}
 	}
-	return nil
+	sort.SliceStable(out, func(i, j int) bool { return noteRank(out[i].State) < noteRank(out[j].State) })
+	return out
 }
 
-// FirstWaiting is the first waiting cell's sentence, nil when none waits.
-func (s Server) FirstWaiting() *Note {
-	for _, c := range s.Cells {
-		if c.State == "Waiting for credentials" {
-			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason, State: c.State}
-		}
-	}
-	return nil
-}
-
-// Reason is the one reason a row shows: the first failure, else the first
-// wait, else what a node says of a server that has not started (a per-seat
-// server no seat declares credentials for); nil when no node says
-// anything, as of a server that runs. One reason a row, and once a page:
-// two columns, failure and wait, would leave one empty in every row, and
-// the hub holds no server for a credential a provisioning pass will mint
-// (nothing mints one), so the wait's column was empty in all of them.
+// Reason is the row's first reason (see Reasons): the first failure, else
+// the first wait, else what a node says of a server that has not started;
+// nil when no node says anything, as of a server that runs.
 func (s Server) Reason() *Note {
-	if n := s.FirstFailure(); n != nil {
-		return n
-	}
-	if n := s.FirstWaiting(); n != nil {
-		return n
-	}
-	for _, c := range s.Cells {
-		if c.Reason != "" {
-			return &Note{Node: c.Node, Seat: c.Seat, Text: c.Reason, State: c.State}
-		}
+	if all := s.Reasons(); len(all) > 0 {
+		return &all[0]
 	}
 	return nil
 }
