@@ -112,6 +112,9 @@ func (t *turn) priorWorkBlock(ctx context.Context, ask string) string {
 	if len(out.Episodes) == 0 {
 		return ""
 	}
+	if s, ok := t.summarizePriorWork(ctx, out.How, out.Episodes); ok {
+		return s
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Similar prior work\nYour past turns most like this one (%s); query_episodes recalls more.\n", out.How)
 	// A long ask or account arrives condensed, and is labelled so here.

@@ -42,6 +42,11 @@ type Runtime struct {
 	// and placing wakes the goroutine that follows it (Options.Placed).
 	placed  []string
 	placing chan struct{}
+
+	// condense rewrites the long texts an episode summary reads, made
+	// once and shared by every seat's turns (its cache is per text).
+	condenseOnce sync.Once
+	condense     *Condenser
 }
 
 // Options configure a Runtime. Store, Hub and Seat are required.
@@ -91,6 +96,10 @@ type SeatSpec struct {
 	// SynthesizeSkills: a delivered turn that worked through several
 	// tools may leave a new skill behind (learning.synthesize_skills).
 	SynthesizeSkills bool
+	// SummarizeEpisodes: a turn's similar prior work is one summary of the
+	// recalled turns by the seat's auxiliary model
+	// (learning.summarize_episodes).
+	SummarizeEpisodes bool
 }
 
 // Defaults of Options.

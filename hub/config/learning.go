@@ -5,6 +5,7 @@ package config
 //
 //	learning:
 //	  synthesize_skills: true
+//	  summarize_episodes: true
 //
 // Each switch is off unless the file turns it on: each costs an auxiliary
 // model call a turn it applies to, charged to the seat.
@@ -15,4 +16,9 @@ type Learning struct {
 	// own skill (version 1), which use_skill reads and refine_skill
 	// corrects (BLT-1).
 	SynthesizeSkills bool `yaml:"synthesize_skills"`
+	// SummarizeEpisodes: a turn's similar prior work is one summary of
+	// the recalled turns by the seat's auxiliary model, rather than a
+	// bullet per turn; each recalled ask and account past about 11 KB is
+	// condensed before the summary reads it (OUT-2).
+	SummarizeEpisodes bool `yaml:"summarize_episodes"`
 }

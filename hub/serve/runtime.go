@@ -154,8 +154,9 @@ func seatSpec(h *hub.Hub, env config.Lookup) func(string) (agent.SeatSpec, bool,
 		return agent.SeatSpec{
 			Model: agent.ModelSpec{API: spec.API, Provider: spec.Provider, BaseURL: spec.BaseURL, APIKey: spec.APIKey,
 				Model: spec.Model, MaxOutputTokens: spec.MaxOutputTokens},
-			Instructions:     c.SeatInstructions(seat),
-			SynthesizeSkills: c.Learning.SynthesizeSkills,
+			Instructions:      c.SeatInstructions(seat),
+			SynthesizeSkills:  c.Learning.SynthesizeSkills,
+			SummarizeEpisodes: c.Learning.SummarizeEpisodes,
 		}, true, nil
 	}
 }
