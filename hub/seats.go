@@ -220,13 +220,17 @@ func (u *supervision) awaitSeatStarted(ctx context.Context, seat string) {
 	}
 }
 
-// seatStarting reports whether one of seat's children is still starting.
-// A child held back for a credential has no instance and is not waited
-// for (nothing the seat's first turn can use waits on it), and one that
-// failed is down, no longer starting.
+// seatStarting reports whether one of seat's children is still starting,
+// or is being replaced by a reconcile (stopped, its successor not yet
+// started). A child held back for a credential has no instance and is not
+// waited for (nothing the seat's first turn can use waits on it), and one
+// that failed is down, no longer starting.
 func (u *supervision) seatStarting(seat string) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.replacing[seat] > 0 {
+		return true
+	}
 	for _, s := range u.byName {
 		if s.seat == seat && s.inst != nil && s.inst.Status().State == upstream.StateStarting {
 			return true

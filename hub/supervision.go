@@ -90,12 +90,17 @@ type supervision struct {
 	// refusing counts the stops of instances refused for a name
 	// collision (refuse), which closeAll waits for.
 	refusing sync.WaitGroup
+	// replacing counts, by seat, the children a reconcile has taken out
+	// of byName to stop and start again: between the two the seat has no
+	// instance, and it is still starting, not started (FLT-4: an apply
+	// landing while a seat is claimed is folded into the claim).
+	replacing map[string]int
 
 	fileMu sync.Mutex
 }
 
 func newSupervision(d supervisionDeps) *supervision {
-	return &supervision{supervisionDeps: d, byName: map[string]*upstreamServer{}, seats: map[string]*Catalogue{}}
+	return &supervision{supervisionDeps: d, byName: map[string]*upstreamServer{}, seats: map[string]*Catalogue{}, replacing: map[string]int{}}
 }
 
 // instanceKey names one instance of a server.
@@ -198,6 +203,9 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 		}
 		delete(u.byName, key)
 		starts = append(starts, plan{w.Server, w.Seat, resolved})
+		if w.Seat != "" {
+			u.replacing[w.Seat]++
+		}
 	}
 	for key, cur := range u.byName {
 		if scope != nil && !scope(cur.seat) {
@@ -245,6 +253,13 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	for _, p := range starts {
+		if p.seat != "" {
+			if u.replacing[p.seat]--; u.replacing[p.seat] <= 0 {
+				delete(u.replacing, p.seat)
+			}
+		}
+	}
 	if u.closed {
 		return
 	}
