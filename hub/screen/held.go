@@ -72,6 +72,8 @@ type heldTool struct {
 	Proposed []descPart
 	Approved string
 	Key      string
+	// Def is the rest of what an approval covers: hints and arguments.
+	Def heldDef
 }
 
 // descPart is a run of a description: flagged by the scanner, or not.
@@ -97,7 +99,8 @@ func (s *Screen) changesPage(v *viewer) changesPage {
 			at[ch.Server] = i
 			d.Servers = append(d.Servers, heldServer{Server: ch.Server, Key: newKey()})
 		}
-		t := heldTool{Change: ch, Proposed: splitAtFlags(ch.Proposed.Description, ch.Flags), Key: newKey()}
+		t := heldTool{Change: ch, Proposed: splitAtFlags(ch.Proposed.Description, ch.Flags), Key: newKey(),
+			Def: readDef(ch.Proposed.Annotations, ch.Proposed.InputSchema)}
 		if ch.Approved != nil {
 			t.Approved = ch.Approved.Def.Description
 		}

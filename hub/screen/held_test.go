@@ -159,3 +159,49 @@ func TestSplitAtFlags(t *testing.T) {
 		}
 	}
 }
+
+// Issue 40 (item 5): an approval covers the title, the schemas and the
+// hints, so the card of a new tool shows each, not the description alone:
+// delete_entities reads as destructive where a reviewer sees it, with
+// what it takes (each argument, its type, required or not); a changed
+// tool marks what moved beside them.
+func TestReviewCardShowsTitleHintsAndArguments(t *testing.T) {
+	s := serve(t)
+	fresh := toolpin.Change{Server: "memory", Tool: "delete_entities", Name: "delete_entities", State: "new", Fingerprint: "fp-del",
+		Proposed: toolpin.Def{Title: "Delete entities", Description: "Delete multiple entities.",
+			Annotations: []byte(`{"destructiveHint":true,"readOnlyHint":false}`),
+			InputSchema: []byte(`{"type":"object","properties":{"entityNames":{"type":"array","items":{"type":"string"}},"cascade":{"type":"boolean"},"mode":{"enum":["soft","hard"]}},"required":["entityNames"]}`)}}
+	changed := poisoned()
+	changed.Proposed.InputSchema = []byte(`{"type":"object","properties":{"path":{"type":"string"}}}`)
+	changed.Proposed.Title, changed.TitleChanged = "Search everything", true
+	s.held = []toolpin.Change{fresh, changed}
+	s.signIn(t, "admin-token")
+	resp, body := s.do(t, "GET", Base+"/tool-changes", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s\n%s", resp.Status, body)
+	}
+	card, _, _ := strings.Cut(body[strings.Index(body, `data-tool="delete_entities"`):], "</article>")
+	for _, want := range []string{
+		`<dd class="title">Delete entities</dd>`,
+		`<dd class="hints assert-destructive" data-asserts="destructive"><strong class="destructive-warning">Destructive:</strong>`,
+		`read-only no · destructive yes · idempotent unknown · reaches outside unknown`,
+		`<li data-arg="cascade"><code>cascade</code> <span class="type">boolean</span> <span class="optional">optional</span></li>`,
+		`<li data-arg="entityNames"><code>entityNames</code> <span class="type">array of string</span> <strong class="required">required</strong></li>`,
+		`<li data-arg="mode"><code>mode</code> <span class="type">one of &#34;soft&#34;, &#34;hard&#34;</span>`,
+	} {
+		if !strings.Contains(card, want) {
+			t.Errorf("the card of delete_entities lacks %q:\n%s", want, card)
+		}
+	}
+	other, _, _ := strings.Cut(body[strings.Index(body, `data-tool="search"`):], "</article>")
+	for _, want := range []string{
+		`<dd class="title">Search everything <span class="moved">changed</span></dd>`,
+		`<tr data-path="title"><th scope="row">title</th><td>changed</td><td></td><td>Search everything</td></tr>`,
+		`data-asserts="unknown">unknown`,
+		`<li data-arg="path"><code>path</code> <span class="type">string</span> <span class="optional">optional</span></li></ul> <span class="moved">changed</span>`,
+	} {
+		if !strings.Contains(other, want) {
+			t.Errorf("the card of the changed tool lacks %q:\n%s", want, other)
+		}
+	}
+}
