@@ -26,7 +26,6 @@ package screen
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"embed"
 	"html/template"
@@ -113,12 +112,9 @@ type Options struct {
 
 // Screen serves the pages.
 type Screen struct {
-	opts  Options
-	pages *template.Template
-	// csrfKey derives each session's CSRF token from its operator token;
-	// fresh for each hub, so a token minted for another hub fits none.
-	csrfKey [32]byte
-	origin  *http.CrossOriginProtection
+	opts   Options
+	pages  *template.Template
+	origin *http.CrossOriginProtection
 }
 
 //go:embed templates/*.html
@@ -142,7 +138,6 @@ func New(opts Options) *Screen {
 		opts.Throttle = throttle.Default()
 	}
 	s := &Screen{opts: opts, origin: http.NewCrossOriginProtection()}
-	_, _ = rand.Read(s.csrfKey[:])
 	s.origin.SetDenyHandler(http.HandlerFunc(s.crossOrigin))
 	s.pages = template.Must(template.New("").Funcs(template.FuncMap{
 		"asserts":    Asserts,

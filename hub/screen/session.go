@@ -47,10 +47,15 @@ func viewerOf(r *http.Request) *viewer {
 	return v
 }
 
-func (s *Screen) csrfFor(session string) string {
-	m := hmac.New(sha256.New, s.csrfKey[:])
-	m.Write([]byte("crewlet screen csrf\x00"))
-	m.Write([]byte(session))
+// csrfFor derives a session's CSRF token from its id alone, keyed by the
+// id: the id is the secret (the store keeps only its digest), so the token
+// needs no key of the process's own. A key drawn per process made every
+// page drawn before a restart, or on another node of a fleet, answer 403
+// (issue 36); the token is now as durable and as fleet-wide as the
+// session it belongs to, and, one-way from the id, reveals nothing of it.
+func csrfFor(session string) string {
+	m := hmac.New(sha256.New, []byte(session))
+	m.Write([]byte("crewlet screen csrf"))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
@@ -125,7 +130,7 @@ func (s *Screen) session(next http.HandlerFunc, admin bool) http.HandlerFunc {
 			http.Error(w, "Unauthorized: sign in again; this session's token is not a current operator credential.", http.StatusUnauthorized)
 			return
 		}
-		v := &viewer{Principal: p, CSRF: s.csrfFor(id)}
+		v := &viewer{Principal: p, CSRF: csrfFor(id)}
 		if r.Method != http.MethodGet {
 			// A form of the screen is a few KiB; nothing larger is read.
 			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
