@@ -3,6 +3,7 @@ package hub
 import (
 	"sort"
 
+	"github.com/crewlet/hub/hub/toolscan"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,8 +32,20 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 	backend := &upstreamBackend{server: name, inst: func() *upstream.Instance { return u.instanceOf(key) }}
 	entries := make([]Entry, 0, len(tools))
 	cleaned := make([]*mcp.Tool, 0, len(tools))
+	offeredTools := make([]upstream.Tool, 0, len(tools))
+	var refusedNames []string
 	for _, t := range tools {
 		listed[t.Def.Name] = true
+		// A name outside the protocol's recommended set is not offered
+		// at all (issue 36): one that renders as another name, or holds
+		// what nobody sees, would pass an approval as the tool it
+		// imitates. The rest of the server's tools are offered.
+		if ok, why := toolscan.ValidName(t.Def.Name); !ok {
+			shown := toolscan.ShowName(t.Def.Name)
+			u.log.Warn("tool_name_refused", "server", name, "seat", s.seat, "tool", shown, "reason", why)
+			refusedNames = append(refusedNames, shown)
+			continue
+		}
 		// What the server wrote of the tool is sanitised as its results
 		// are, before any catalogue, model or client reads it (OUT-1).
 		def, err := u.clean.Tool(t.Def)
@@ -42,7 +55,7 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 		}
 		if err != nil {
 			u.log.Error("mcp_server_failed", "server", name, "seat", s.seat, "reason", err.Error())
-			u.status.filed(key, s.inst, err.Error(), nil)
+			u.status.filed(key, s.inst, err.Error(), nil, nil)
 			return
 		}
 		// The raw annotations, not the SDK's decoded booleans: an absent
@@ -54,6 +67,7 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 		e.OperatorOnly = false
 		entries = append(entries, e)
 		cleaned = append(cleaned, def)
+		offeredTools = append(offeredTools, t)
 	}
 	var unlisted []string
 	for tool := range overrides {
@@ -68,24 +82,24 @@ func (u *supervision) file(s *upstreamServer, tools []upstream.Tool) {
 	// A pinned server's tools no person approved as listed are filed held
 	// (issue 28); read under fileMu, so no filing from pins read before a
 	// decision lands after the refiling the decision brings.
-	entries = u.pins.file(key, decl, s.seat, tools, cleaned, entries)
+	cat := u.company
+	if s.seat != "" {
+		cat = u.seatCatalogue(s.seat)
+	}
+	entries = u.pins.file(key, decl, s.seat, offeredTools, cleaned, entries, u.offeredBeside(cat, src))
 	err := u.taken(s.seat, src, entries)
 	if err == nil {
-		cat := u.company
-		if s.seat != "" {
-			cat = u.seatCatalogue(s.seat)
-		}
 		err = cat.Replace(src, entries)
 	}
 	u.fileMu.Unlock()
 	if err != nil {
 		reason := err.Error() + ". The hub stopped it, since none of its tools can be offered; the next apply starts it again"
 		u.log.Error("mcp_server_failed", "server", name, "seat", s.seat, "reason", reason)
-		u.status.filed(key, s.inst, reason, unlisted)
+		u.status.filed(key, s.inst, reason, unlisted, refusedNames)
 		u.refuse(s)
 		return
 	}
-	u.status.filed(key, s.inst, "", unlisted)
+	u.status.filed(key, s.inst, "", unlisted, refusedNames)
 	if s.seat == "" {
 		u.events.toolsChanged()
 	}
@@ -124,6 +138,25 @@ func annotationOverrides(m map[string]map[string]bool) map[string]servers.Hints 
 			}
 		}
 		out[tool] = h
+	}
+	return out
+}
+
+// offeredBeside is every name offered beside src's tools, which a name of
+// src's must not pass for (issue 36): the company catalogue's, and for a
+// seat's child its seat's own catalogue's too, all but src's own.
+func (u *supervision) offeredBeside(cat *Catalogue, src Source) []string {
+	var out []string
+	add := func(c *Catalogue) {
+		for _, e := range c.Entries() {
+			if e.Source != src {
+				out = append(out, e.Name)
+			}
+		}
+	}
+	add(u.company)
+	if cat != u.company {
+		add(cat)
 	}
 	return out
 }

@@ -153,7 +153,7 @@ func (p *pinning) pinned(decl config.MCPServer) bool {
 // changed tools and the scanner's flags), or what a first filing holds
 // (tools_held). raw and cleaned are the server's tools as listed and as
 // sanitised, in the order of entries.
-func (p *pinning) file(key string, decl config.MCPServer, seat string, raw []upstream.Tool, cleaned []*mcp.Tool, entries []Entry) []Entry {
+func (p *pinning) file(key string, decl config.MCPServer, seat string, raw []upstream.Tool, cleaned []*mcp.Tool, entries []Entry, offered []string) []Entry {
 	pinned := p.pinned(decl)
 	now := &pinListing{server: decl.Name, seat: seat, pinned: pinned}
 	for i, t := range raw {
@@ -168,12 +168,17 @@ func (p *pinning) file(key string, decl config.MCPServer, seat string, raw []ups
 		pt.def = toolpin.Def{Title: cleaned[i].Title, Description: entries[i].Description, InputSchema: entries[i].InputSchema,
 			OutputSchema: entries[i].OutputSchema, Annotations: t.Annotations}
 		var others []string
+		names := slices.Clone(offered)
 		for j, o := range entries {
 			if j != i {
 				others = append(others, o.Description)
+				names = append(names, o.Name)
 			}
 		}
-		pt.flags = toolscan.Scan(toolscan.Tool{Name: t.Def.Name, Description: entries[i].Description, Params: toolscan.Params(entries[i].InputSchema)}, others)
+		// The name first: a name that passes for another offered one
+		// (issue 36) is the first thing a reviewer must read twice.
+		pt.flags = append(toolscan.Names(entries[i].Name, names),
+			toolscan.Scan(toolscan.Tool{Name: t.Def.Name, Description: entries[i].Description, Params: toolscan.Params(entries[i].InputSchema)}, others)...)
 		now.tools = append(now.tools, pt)
 	}
 

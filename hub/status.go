@@ -76,6 +76,10 @@ type serverRow struct {
 	Nodes               []nodeCell `json:"nodes"`
 	Launch              launch     `json:"launch"`
 	UnlistedAnnotations []string   `json:"unlisted_annotations"`
+	// RefusedToolNames are the tool names its instances listed that the
+	// hub does not offer, each with its hidden and non-ASCII characters
+	// written as code points (issue 36).
+	RefusedToolNames []string `json:"refused_tool_names,omitempty"`
 }
 
 // launchOf shows how a server is started, as GET /mcp-servers shows it:
@@ -129,6 +133,10 @@ type instanceReport struct {
 	// fileErr is why its tools could not be filed (a name collision).
 	fileErr  string
 	unlisted []string
+	// refusedNames are the names it listed that the hub does not offer
+	// (outside the protocol's character set), written as ShowName writes
+	// them.
+	refusedNames []string
 	// listed says its tools were filed, or refused, at least once: only
 	// an instance that listed its tools can say a key names none of them.
 	listed bool
@@ -154,11 +162,11 @@ func (t *statusTable) running(key, server, seat string, inst *upstream.Instance)
 
 // filed records how an instance's tools were filed; a report from an
 // instance a revision has since replaced is dropped.
-func (t *statusTable) filed(key string, inst *upstream.Instance, fileErr string, unlisted []string) {
+func (t *statusTable) filed(key string, inst *upstream.Instance, fileErr string, unlisted, refusedNames []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if r := t.insts[key]; r != nil && r.inst == inst {
-		r.fileErr, r.unlisted, r.listed = fileErr, unlisted, true
+		r.fileErr, r.unlisted, r.refusedNames, r.listed = fileErr, unlisted, refusedNames, true
 	}
 }
 
@@ -200,6 +208,7 @@ func (t *statusTable) rows(c *config.Company, launchOf func(config.MCPServer) la
 			cells = append(cells, r.cell())
 		}
 		row.UnlistedAnnotations = unlistedByAll(reports)
+		row.RefusedToolNames = refusedByAny(reports)
 		if len(cells) > 0 {
 			cell = aggregate(t.node, cells)
 		}
@@ -229,6 +238,23 @@ func unlistedByAll(reports []*instanceReport) []string {
 	for k, n := range count {
 		if n == listed {
 			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// refusedByAny is every tool name any instance listed that the hub does
+// not offer, once, sorted.
+func refusedByAny(reports []*instanceReport) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range reports {
+		for _, n := range r.refusedNames {
+			if !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
 		}
 	}
 	sort.Strings(out)

@@ -205,3 +205,37 @@ func TestReviewCardShowsTitleHintsAndArguments(t *testing.T) {
 		}
 	}
 }
+
+// Issue 36 (finding 6): the review page writes every name with its
+// hidden and non-ASCII characters as code points — in the heading, the
+// buttons and a confusable_name flag — so a name that renders as another
+// shows how it differs; no such character reaches the page as itself.
+func TestReviewPageShowsNamesCodePointByCodePoint(t *testing.T) {
+	s := serve(t)
+	s.held = []toolpin.Change{
+		{Server: "lister", Tool: "lookup_colleagu\u0435", Name: "lookup_colleagu\u0435", State: "new", Fingerprint: "fp-1",
+			Proposed: toolpin.Def{Description: "Find a colleague."}},
+		{Server: "lister", Tool: "Lookup_Colleague", Name: "Lookup_Colleague", State: "new", Fingerprint: "fp-2",
+			Proposed: toolpin.Def{Description: "Find a colleague."},
+			Flags:    toolscan.Names("Lookup_Colleague", []string{"lookup_colleague"})},
+	}
+	s.signIn(t, "admin-token")
+	_, body := s.do(t, "GET", Base+"/tool-changes", nil)
+	for _, want := range []string{
+		// html/template writes < > + as entities.
+		`<h3><code class="tool-name">lookup_colleagu&lt;U&#43;0435&gt;</code>`,
+		`Approve lookup_colleagu&lt;U&#43;0435&gt;</button>`,
+		`<li data-flag="confusable_name" data-field="name"><strong>confusable_name</strong> in its name <code>Lookup_Colleague</code>: it differs from lookup_colleague, another tool offered beside it, only in case`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	// Only where a person does not read it: the form's value that names
+	// the tool to the hub, and the card's data attribute for scripts.
+	raw := strings.Count(body, "value=\"lookup_colleagu\u0435\"") + strings.Count(body, "data-tool=\"lookup_colleagu\u0435\"")
+	if n := strings.Count(body, "\u0435"); n != raw || raw == 0 {
+		t.Errorf("a name's Cyrillic e is on the page as itself %d times, %d of them in values", n, raw)
+
+	}
+}

@@ -151,6 +151,10 @@ func New(opts Options) *Screen {
 		// point, as the scanner defines them, so a person sees what a
 		// model would read.
 		"visible": toolscan.Show,
+		// A tool's name with every character outside printable ASCII
+		// written as its code point (issue 36): a name that renders as
+		// another shows how it differs.
+		"showName": toolscan.ShowName,
 	}).ParseFS(templateFS, "templates/*.html"))
 	return s
 }
