@@ -24,6 +24,9 @@ type conn struct {
 	ended    chan struct{}
 	recorded chan struct{}
 	rawAnn   *rawAnnotations
+	// relist is the state of listing its tools again when the server
+	// says they changed (relist.go).
+	relist relister
 }
 
 func (i *Instance) closeConn(c *conn) {
@@ -93,6 +96,10 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 	})
 
 	setup, calls := c.readyLink(tools)
+	// Held from the listing's filing to its hand-over, so a listing again
+	// (relist.go) hands on after this one, never before it.
+	i.listMu.Lock()
+	defer i.listMu.Unlock()
 	i.mu.Lock()
 	i.calls, i.callSetup = calls, setup
 	changed := !sameTools(i.tools, tools)
@@ -113,6 +120,7 @@ func (i *Instance) open(ctx context.Context) (*conn, error) {
 			i.opts.OnTools(slices.Clone(tools))
 		}
 	}
+	i.relistReady(c)
 	return c, nil
 }
 
@@ -128,8 +136,14 @@ func (i *Instance) handshake(ctx context.Context) (*conn, error) {
 	probed, link := i.probed, i.link
 	i.mu.Unlock()
 	raw := newRawAnnotations()
-	raw.notify = i.onNotify
 	c := &conn{rawAnn: raw}
+	raw.notify = func(method string, params json.RawMessage) {
+		if method == "notifications/tools/list_changed" {
+			i.toolsListChanged(c)
+			return
+		}
+		i.onNotify(method, params)
+	}
 	var inner mcp.Transport
 	var probe probeResult
 	switch spec.Transport {

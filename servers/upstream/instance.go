@@ -158,6 +158,9 @@ type Instance struct {
 	// callSetup says.
 	calls     link
 	callSetup linkSetup
+	// listMu orders the hand-overs of tool lists to OnTools: a start's
+	// and a listing again on the server's word (relist.go).
+	listMu sync.Mutex
 
 	// transport is the HTTP transport the instance made for itself, whose
 	// idle connections it closes when it stops.
