@@ -3,13 +3,11 @@ package hub
 import (
 	"context"
 	"fmt"
-	"html"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -76,18 +74,7 @@ func authorizeLink(t *testing.T, c *http.Client, web, seat string) string {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	resp, err = c.Get(web + "/settings/mcp-tools/servers/gh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	_, _ = fmt.Fprint(&b, readAll(t, resp))
-	m := regexp.MustCompile(`href="(/settings/mcp-tools/servers/gh/authorize\?seat=` + seat + `[^"]*)"`).FindStringSubmatch(b.String())
-	if m == nil {
-		t.Fatalf("the server's page offers no authorize link for %s:\n%s", seat, b.String())
-	}
-	return web + html.UnescapeString(m[1])
+	return pageAuthorizeLink(t, c, web, seat)
 }
 
 func readAll(t *testing.T, resp *http.Response) string {

@@ -39,11 +39,21 @@ type SeatGrant struct {
 	Seat, State, Reason string
 }
 
-// grantCookie holds the nonce of the browser that started an
-// authorization. Lax, not Strict like the session's: the answer comes back
-// by a navigation from the authorization server's site, which a Strict
-// cookie would not be sent with.
-const grantCookie = "crewlet_grant"
+// grantCookie prefixes the cookies that hold the nonce of the browser
+// that started an authorization, one per authorization. Lax, not Strict
+// like the session's: the answer comes back by a navigation from the
+// authorization server's site, which a Strict cookie would not be sent
+// with.
+const grantCookie = "crewlet_grant_"
+
+// grantCookieName names the nonce cookie of the authorization whose state
+// is state, by a digest of it: each authorization a browser started keeps
+// its own, so two started in two tabs do not overwrite each other, and an
+// answer clears its own alone (issue 36, finding 10).
+func grantCookieName(state string) string {
+	sum := sha256.Sum256([]byte("crewlet grant cookie\x00" + state))
+	return grantCookie + hex.EncodeToString(sum[:12])
+}
 
 // grantBinding ties an authorization to a session and a nonce, by digest:
 // neither is kept in the clear with the pending authorization.
@@ -86,7 +96,16 @@ func (s *Screen) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 			Data: grantResult{Server: server, Seat: seat, Error: err.Error()}})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: grantCookie, Value: nonce, Path: Base + "/oauth/", MaxAge: int((10 * time.Minute) / time.Second),
+	u, err := url.Parse(to)
+	if err != nil || u.Query().Get("state") == "" {
+		// Begin writes the address itself; one without its state could
+		// never be answered here.
+		s.opts.Logger.Error("oauth_authorize_unstarted", "server", server, "seat", seat, "error", "the authorization address names no state")
+		s.render(w, r, http.StatusInternalServerError, page{Title: "Authorization not started", Viewer: viewerOf(r), Body: "grant-result",
+			Data: grantResult{Server: server, Seat: seat, Error: "The hub could not start the authorization; its log says why."}})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: grantCookieName(u.Query().Get("state")), Value: nonce, Path: Base + "/oauth/", MaxAge: int((10 * time.Minute) / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
@@ -95,37 +114,76 @@ type grantResult struct {
 	Server, Seat, Error string
 }
 
-// serveCallback takes the authorization server's answer. The session that
-// started the authorization must still be current, and the browser must
-// carry its nonce.
+// serveCallback takes the authorization server's answer. It completes
+// only for the person who started the authorization: the request must
+// carry that person's screen session and the nonce cookie of that very
+// authorization (by its state). The session cookie is Strict, so a
+// browser sent back from another site does not send it: that navigation
+// is answered a page whose form brings the answer back from the screen
+// itself, which does. An answer naming no state, or one no authorization
+// here started, leaves every other authorization's cookie alone.
 func (s *Screen) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Grants == nil {
 		http.NotFound(w, r)
 		return
 	}
-	q := r.URL.Query()
+	var a grants.Answer
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		a = grants.Answer{State: r.PostFormValue("state"), Code: r.PostFormValue("code"),
+			Error: r.PostFormValue("error"), Description: r.PostFormValue("error_description")}
+	} else {
+		q := r.URL.Query()
+		a = grants.Answer{State: q.Get("state"), Code: q.Get("code"), Error: q.Get("error"), Description: q.Get("error_description")}
+	}
+	if a.State == "" {
+		s.opts.Refused(r, "oauth callback without state")
+		s.render(w, r, http.StatusBadRequest, page{Title: "Authorization not completed", Body: "grant-result",
+			Data: grantResult{Error: "This answer names no authorization the hub started; start it again from the server's page."}})
+		return
+	}
+	id, had := sessionOf(r)
+	if !had {
+		if r.Method == http.MethodGet {
+			s.render(w, r, http.StatusOK, page{Title: "Finish the authorization", Body: "grant-finish", Data: a})
+			return
+		}
+		s.opts.Refused(r, "oauth callback without a session")
+		s.render(w, r, http.StatusUnauthorized, page{Title: "Authorization not completed", Body: "grant-result",
+			Data: grantResult{Error: "Sign in to the screen as the person who started this authorization, then start it again from the server's page."}})
+		return
+	}
+	cookie := grantCookieName(a.State)
 	nonce := ""
-	if c, err := r.Cookie(grantCookie); err == nil {
+	if c, err := r.Cookie(cookie); err == nil {
 		nonce = c.Value
 	}
-	http.SetCookie(w, &http.Cookie{Name: grantCookie, Value: "", Path: Base + "/oauth/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+	passed := false
 	check := func(binding string) error {
 		session, _, ok := cutBinding(binding)
 		if !ok || nonce == "" || !hmac.Equal([]byte(binding), []byte(grantBinding(session, nonce))) {
 			return errors.New("this answer was not brought back by the browser that started the authorization")
 		}
+		if !hmac.Equal([]byte(session), []byte(id)) {
+			return errors.New("this answer belongs to another sign-in than this browser's; the person who started the authorization must finish it")
+		}
 		if _, ok := s.current(r.Context(), session); !ok {
 			return errors.New("the session that started the authorization has ended; sign in and start it again")
 		}
+		passed = true
 		return nil
 	}
-	server, seat, err := s.opts.Grants.Complete(r.Context(), grants.Answer{State: q.Get("state"), Code: q.Get("code"),
-		Error: q.Get("error"), Description: q.Get("error_description")}, check)
+	server, seat, err := s.opts.Grants.Complete(r.Context(), a, check)
+	if passed {
+		// This authorization is answered: its nonce is spent, and no
+		// other's is touched.
+		http.SetCookie(w, &http.Cookie{Name: cookie, Value: "", Path: Base + "/oauth/", MaxAge: -1,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+	}
 	if err != nil {
 		s.opts.Refused(r, "oauth callback refused")
 		status := http.StatusBadRequest
-		if q.Get("error") != "" {
+		if a.Error != "" {
 			status = http.StatusOK
 		}
 		s.render(w, r, status, page{Title: "Authorization not completed", Body: "grant-result",

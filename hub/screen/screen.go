@@ -180,6 +180,7 @@ func (s *Screen) Register(mux *http.ServeMux, wrap func(http.Handler) http.Handl
 	h("GET "+Base+"/secret-names", s.session(s.serveSecretNames, true))
 	h("GET "+Base+"/servers/{name}/authorize", s.session(s.serveAuthorize, true))
 	h("GET "+Base+"/oauth/callback", s.serveCallback)
+	h("POST "+Base+"/oauth/callback", s.changing(s.serveCallback))
 	h("GET "+Base+"/events", s.session(s.serveEvents, false))
 	h("GET "+Base+"/sign-in", s.serveSignInPage)
 	h("POST "+Base+"/sign-in", s.changing(s.serveSignIn))
