@@ -218,7 +218,31 @@ func (p *pinning) file(key string, decl config.MCPServer, seat string, raw []ups
 		out[i].backend = heldBackend{ref: hold.refusal}
 	}
 	p.report(decl.Name, seat, before, now)
+	p.reportNames(decl.Name, seat, before, now)
 	return out
+}
+
+// reportNames logs each tool a filing lists for the first time whose name
+// reads as another offered name (issue 36), on any server: on a pinned
+// one the reviewer sees the flag too, on a trusted one this line is all
+// that says so.
+func (p *pinning) reportNames(server, seat string, before, now *pinListing) {
+	had := map[string]bool{}
+	if before != nil {
+		for _, t := range before.tools {
+			had[t.tool] = true
+		}
+	}
+	for _, t := range now.tools {
+		if had[t.tool] {
+			continue
+		}
+		for _, f := range t.flags {
+			if f.Kind == toolscan.ConfusableName {
+				p.log.Warn("tool_name_confusable", "server", server, "seat", seat, "tool", f.Text, "reason", f.Why)
+			}
+		}
+	}
 }
 
 // rawDef is what a server said of a tool, as it said it: the fingerprint

@@ -97,6 +97,12 @@ type listRig struct {
 
 func newListRig(t *testing.T, tools ...string) *listRig {
 	t.Helper()
+	return newListRigTrust(t, "pinned", tools...)
+}
+
+// newListRigTrust is newListRig with the server's trust key.
+func newListRigTrust(t *testing.T, trust string, tools ...string) *listRig {
+	t.Helper()
 	node, err := state.Open(context.Background(), state.Options{Dir: filepath.Join(t.TempDir(), "state"), Projectors: toolpin.Projectors()})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +115,7 @@ func newListRig(t *testing.T, tools ...string) *listRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry := fmt.Sprintf(`{name: lister, command: %q, env: {%s: "1", %s: %q, %s: %q}, trust: pinned}`, exe, listServerVar, listFileVar, r.list, listPidVar, r.pid)
+	entry := fmt.Sprintf(`{name: lister, command: %q, env: {%s: "1", %s: %q, %s: %q}, trust: %s}`, exe, listServerVar, listFileVar, r.list, listPidVar, r.pid, trust)
 	c := hubtest.NewCompany().Person("ada", true).Agent("bot").Token("laptop", "ADA_TOKEN", "ada").Server(entry).Parse(t)
 	logs, log := hubtest.NewLog(slog.LevelInfo)
 	r.logs = logs
@@ -197,5 +203,22 @@ func TestToolNamesAReviewerCannotSeeAreRefusedOrFlagged(t *testing.T) {
 	getJSON(t, r.url+"/mcp-servers", pinToken, &body)
 	if len(body.Servers) != 1 || !slices.Equal(body.Servers[0].RefusedToolNames, []string{"e<U+202E>cf", "echo<U+200B>", "lookup_colleagu<U+0435>"}) {
 		t.Fatalf("the server's status: %+v", body.Servers)
+	}
+}
+
+// Issue 36 (finding 6): on a server trusted as it lists its tools, a name
+// that reads as another offered one is offered, as the trust says, and
+// logged (tool_name_confusable) naming both; a name outside the set is
+// refused there too.
+func TestConfusableNamesOfATrustedServerAreLogged(t *testing.T) {
+	r := newListRigTrust(t, "auto", "lookup_colleague\tFind a colleague by name.", "Lookup_Colleague\tFind a colleague by name.",
+		"echo\u200b\tAnswer the text given.")
+	r.await("the lister's tools filed", func() bool { return r.held("Lookup_Colleague") == "offered" })
+	if s := r.held("echo\u200b"); s != "absent" {
+		t.Fatalf("echo<U+200B> on a trusted server is %s", s)
+	}
+	lines := r.logs.Lines(`"msg":"tool_name_confusable"`, `"server":"lister"`, `"tool":"Lookup_Colleague"`, `only in case`)
+	if len(lines) != 1 || !strings.Contains(lines[0], "lookup_colleague") {
+		t.Fatalf("tool_name_confusable for Lookup_Colleague: %q\n%s", lines, r.logs.String())
 	}
 }
