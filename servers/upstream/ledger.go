@@ -28,9 +28,10 @@ import (
 // A Ledger is safe for concurrent use. It starts no goroutine: each
 // child's own watch tells it what changed.
 type Ledger struct {
-	path string
-	log  *slog.Logger
-	boot string
+	path  string
+	log   *slog.Logger
+	boot  string
+	owner proc // this process, which the file names as its writer
 
 	mu    sync.Mutex
 	trees map[int][]proc // by leader pid
@@ -44,18 +45,26 @@ type Ledger struct {
 type ledgerFile struct {
 	// Boot names the boot the processes ran in (bootID).
 	Boot string `json:"boot_id"`
+	// Owner is the node process that wrote the record: while it runs,
+	// what the record names is its children, not leftovers. A record
+	// written before the field existed has none.
+	Owner proc `json:"owner"`
 	// Trees are each child's processes, its group leader first.
 	Trees [][]proc `json:"trees"`
 }
 
 // OpenLedger reads what a node that ran on path before left behind, ends
 // whatever of it still runs, and returns a ledger that records this node's
-// children in the same file. log may be nil.
+// children in the same file. log may be nil. A record whose writer still
+// runs (another node on the same data directory, which the directory's
+// lock should have stopped first) is refused and left alone: its
+// processes are that node's live children.
 func OpenLedger(path string, log *slog.Logger) (*Ledger, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Ledger{path: path, log: log, boot: bootID(), trees: map[int][]proc{}}
+	self, _, _ := identify(os.Getpid())
+	l := &Ledger{path: path, log: log, boot: bootID(), owner: self, trees: map[int][]proc{}}
 	b, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -67,6 +76,9 @@ func OpenLedger(path string, log *slog.Logger) (*Ledger, error) {
 			// A record cut short by a crash names nothing for sure;
 			// guessing at it could end a stranger's process.
 			log.Warn("child_process_record_unreadable", "path", path, "error", err.Error())
+		} else if old.Owner.PID != 0 && old.Owner != self && old.Owner.running() {
+			return nil, fmt.Errorf("the record of child processes %s belongs to a node that still runs (pid %d); its processes are not leftovers",
+				path, old.Owner.PID)
 		} else if old.Boot == l.boot && l.boot != "" {
 			l.reapLeftovers(old.Trees)
 		}
@@ -136,7 +148,7 @@ func (l *Ledger) forget(leader int) {
 // write replaces the file with the record, atomically (a crash mid-write
 // leaves the old record or the new, never half of one); l.mu is held.
 func (l *Ledger) write() error {
-	f := ledgerFile{Boot: l.boot, Trees: [][]proc{}}
+	f := ledgerFile{Boot: l.boot, Owner: l.owner, Trees: [][]proc{}}
 	for _, leader := range slices.Sorted(maps.Keys(l.trees)) {
 		f.Trees = append(f.Trees, l.trees[leader])
 	}

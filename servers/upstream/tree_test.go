@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -214,6 +215,44 @@ func TestOpenLedgerReapsLeftoversOnly(t *testing.T) {
 	}
 	if !elsewhere.running() {
 		t.Error("a process recorded in another boot was killed")
+	}
+}
+
+// MCP-1, issue 40: a record whose writer still runs names that node's live
+// children, not leftovers: opening it is refused, nothing it names is
+// signalled, and the record is left as it was. A record this process
+// wrote itself, or one whose writer is gone, is reaped as before.
+func TestOpenLedgerLeavesALiveWritersChildren(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "children.json")
+	_, writer := sleeper(t, false, "")
+	_, child := sleeper(t, true, "")
+	b, _ := json.Marshal(ledgerFile{Boot: bootID(), Owner: writer, Trees: [][]proc{{child}}})
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := testLogger()
+	_, err := OpenLedger(path, logger)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("belongs to a node that still runs (pid %d)", writer.PID)) {
+		t.Errorf("opening a live node's record: %v", err)
+	}
+	if !child.running() {
+		t.Fatal("a live node's child was killed")
+	}
+	if len(logs.events("leftover_processes_reaped")) != 0 {
+		t.Error("a live node's children were reported reaped")
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(b) {
+		t.Errorf("the live node's record was rewritten: %s", after)
+	}
+
+	// The writer gone, the same record names leftovers.
+	writer.signal(syscall.SIGKILL)
+	waitUntil(t, 5*time.Second, "the writer's end", func() bool { return !writer.running() })
+	if _, err := OpenLedger(path, nil); err != nil {
+		t.Fatal(err)
+	}
+	if child.running() {
+		t.Error("the leftover of a node that is gone still runs")
 	}
 }
 
