@@ -103,8 +103,53 @@ func Run(ctx context.Context, o Options) error {
 	// error that quotes one, does not put it in the log.
 	clean := sanitize.New()
 	log := slog.New(sanitize.NewLogHandler(o.Logger.Handler(), clean))
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	// A start that is refused does no work first and leaves nothing
+	// behind: the company is read, the data directory taken (when it
+	// exists), the port bound and the checks made before anything is
+	// written, a new data directory made or a seat claimed.
+	src := &sources{opts: o}
+	company, err := src.company()
+	if err != nil {
+		return err
+	}
+	_, statErr := os.Stat(o.DataDir)
+	existed := statErr == nil
+	var lock *dataDirLock
+	if existed {
+		// First of all on a directory a node may be running on: a second
+		// node must touch nothing of the first's, its children least.
+		if lock, err = lockDataDir(o.DataDir); err != nil {
+			return err
+		}
+		defer lock.release()
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("%w: another program holds that address; give this hub another with --listen (port 0 picks a free one)", err)
+	}
+	// Closed here on a refusal; once served, Shutdown has closed it and
+	// this second Close does nothing.
+	defer ln.Close()
+	if existed {
+		// Its ${VAR}s resolve from the store before the environment.
+		if err := src.openStore(); err != nil {
+			return err
+		}
+	}
+	// What `config check` reports, checked before anything starts: a
+	// problem the node cannot run with stops it here, named as the check
+	// names it; the others cost only their part, which says so itself.
+	if err := refusals(Preflight(company, Start{ConfigFile: o.ConfigFile, DataDir: o.DataDir, TLS: o.TLS, Env: src.env})); err != nil {
+		return err
+	}
+	if !existed {
+		if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+			return fmt.Errorf("data directory: %w", err)
+		}
+		if lock, err = lockDataDir(o.DataDir); err != nil {
+			return err
+		}
+		defer lock.release()
 	}
 	// Before any server starts: what a run of this node killed outright
 	// left running is ended first.
@@ -112,18 +157,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	src, err := openSources(o)
-	if err != nil {
-		return err
-	}
-	company, err := src.load()
-	if err != nil {
-		return err
-	}
-	// What `config check` reports, checked before anything starts: a
-	// problem the node cannot run with stops it here, named as the check
-	// names it; the others cost only their part, which says so itself.
-	if err := refusals(Preflight(company, Start{ConfigFile: o.ConfigFile, DataDir: o.DataDir, TLS: o.TLS, Env: src.env})); err != nil {
+	// The company as it runs: the store read again and, for a company
+	// that reads the generated operator token, the token made.
+	if company, err = src.load(); err != nil {
 		return err
 	}
 	var fleet *fleetConn
@@ -246,10 +282,6 @@ func Run(ctx context.Context, o Options) error {
 		o.onRuntime(rt)
 	}
 
-	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return err
-	}
 	addr := ln.Addr().String()
 	scheme := "http"
 	if pair != nil {
@@ -258,7 +290,6 @@ func Run(ctx context.Context, o Options) error {
 	baseAddr := scheme + "://" + addr
 	base.Store(&baseAddr)
 	if err := os.WriteFile(filepath.Join(o.DataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
-		ln.Close()
 		return err
 	}
 	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP)

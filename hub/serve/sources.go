@@ -21,9 +21,13 @@ type sources struct {
 	token, where string
 }
 
-func openSources(o Options) (*sources, error) {
-	s := &sources{opts: o}
-	return s, s.openStore()
+// company reads the company file (or takes the embedded company), and
+// nothing else: what a start checks before it writes anything.
+func (s *sources) company() (*config.Company, error) {
+	if s.opts.ConfigFile == "" {
+		return config.Default(), nil
+	}
+	return config.Load(s.opts.ConfigFile)
 }
 
 // openStore re-reads the secret store, so `crewlet secrets set` followed
@@ -44,12 +48,9 @@ func (s *sources) load() (*config.Company, error) {
 	if err := s.openStore(); err != nil {
 		return nil, err
 	}
-	c := config.Default()
-	if s.opts.ConfigFile != "" {
-		var err error
-		if c, err = config.Load(s.opts.ConfigFile); err != nil {
-			return nil, err
-		}
+	c, err := s.company()
+	if err != nil {
+		return nil, err
 	}
 	if c.UsesGeneratedToken() {
 		s.mu.Lock()
@@ -68,8 +69,11 @@ func (s *sources) load() (*config.Company, error) {
 // env resolves a ${VAR}: the secret store first, then the generated
 // operator token, then the process environment.
 func (s *sources) env(name string) (string, bool) {
-	if v, ok := s.store.Load().Lookup(name); ok {
-		return v, true
+	// Before a new data directory is made there is no store to read.
+	if st := s.store.Load(); st != nil {
+		if v, ok := st.Lookup(name); ok {
+			return v, true
+		}
 	}
 	if name == config.OperatorTokenVar {
 		s.mu.Lock()
