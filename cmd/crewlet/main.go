@@ -3,6 +3,7 @@
 // what each flag does.
 //
 //	crewlet serve [flags]                      the hub (its fleet flags join a fleet)
+//	crewlet version (or crewlet --version)
 //	crewlet tracker-mcp | knowledge-mcp | artifacts-mcp [flags]   one first-party server on its own
 //	crewlet config check [--data-dir DIR] FILE
 //	crewlet config default
@@ -12,10 +13,12 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/crewlet/hub/cmd/internal/cli"
+	"github.com/crewlet/hub/hub"
 )
 
 func main() { os.Exit(cli.Main(commands(), os.Args[1:], os.Stdout, os.Stderr)) }
@@ -26,8 +29,14 @@ func commands() *cli.Command {
 	return &cli.Command{
 		Name:    "crewlet",
 		Summary: "Crewlet's MCP hub: every tool of a company's people and AI seats behind one endpoint.",
+		Version: hub.Version,
 		Subs: []*cli.Command{
 			serveCommand(),
+			{
+				Name:    "version",
+				Summary: "Print the hub's version (as `crewlet --version` does).",
+				Run:     func([]string) error { _, err := fmt.Println("crewlet", hub.Version); return err },
+			},
 			standaloneCommand("tracker-mcp"),
 			standaloneCommand("knowledge-mcp"),
 			standaloneCommand("artifacts-mcp"),

@@ -284,7 +284,7 @@ func Parse(data []byte) (*Company, error) {
 		case err.Error() == "EOF":
 			// No document at all: see below.
 		default:
-			return nil, Violations{"the file is not valid YAML: " + err.Error()}
+			return nil, Violations{syntaxError(data, err)}
 		}
 	}
 	if declaresNothing(data) {

@@ -40,7 +40,7 @@ func CheckFile(stdout, stderr io.Writer, path, dataDir string, env config.Lookup
 	problems := Preflight(c, Start{ConfigFile: path, DataDir: dataDir, Env: lookup})
 
 	if len(problems) == 0 {
-		fmt.Fprintf(stdout, "%s: ok (%d units, %d MCP servers)\n", path, len(c.Units), len(c.MCPServers))
+		fmt.Fprintf(stdout, "%s: ok (%s, %s)\n", path, count(len(c.Units), "unit", "units"), count(len(c.MCPServers), "MCP server", "MCP servers"))
 	}
 	spec, hasModel, err := c.Embeddings(lookup)
 	switch {
@@ -59,12 +59,8 @@ func CheckFile(stdout, stderr io.Writer, path, dataDir string, env config.Lookup
 	if len(problems) == 0 {
 		return 0
 	}
-	noun := "problems"
-	if len(problems) == 1 {
-		noun = "problem"
-	}
-	fmt.Fprintf(stderr, "%s: the document is sound, but a hub started on it with data directory %s and this environment would meet %d %s:\n",
-		path, dataDir, len(problems), noun)
+	fmt.Fprintf(stderr, "%s: the document is sound, but a hub started on it with data directory %s and this environment would meet %s:\n",
+		path, dataDir, count(len(problems), "problem", "problems"))
 	for _, p := range problems {
 		fmt.Fprintf(stderr, "  - %s\n", strings.ReplaceAll(p.Text, "\n", "\n    "))
 	}
@@ -75,4 +71,12 @@ func CheckFile(stdout, stderr io.Writer, path, dataDir string, env config.Lookup
 func Default(w io.Writer) error {
 	_, err := w.Write(config.DefaultYAML())
 	return err
+}
+
+// count is n with its noun, in the singular for one.
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

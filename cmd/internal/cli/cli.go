@@ -20,6 +20,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/crewlet/hub/servers/editdistance"
 )
 
 // Command is one command: a group of subcommands (Subs), or a leaf that
@@ -45,6 +47,9 @@ type Command struct {
 	Run func(args []string) error
 	// Subs are a group's commands.
 	Subs []*Command
+	// Version, on the root, is what --version (or -version) prints, after
+	// the binary's name.
+	Version string
 }
 
 // FlagGroup is a set of a command's flags shown under their own heading.
@@ -84,13 +89,21 @@ func Main(root *Command, args []string, stdout, stderr io.Writer) int {
 			writeUsage(stdout, path)
 			return 0
 		}
+		if cur == root && root.Version != "" && (a == "--version" || a == "-version") {
+			fmt.Fprintf(stdout, "%s %s\n", root.Name, root.Version)
+			return 0
+		}
 		sub := cur.sub(a)
 		if sub == nil {
 			what := "command"
 			if strings.HasPrefix(a, "-") {
 				what = "flag"
 			}
-			fmt.Fprintf(stderr, "%s: unknown %s %q\n", pathName(path), what, a)
+			fmt.Fprintf(stderr, "%s: unknown %s %q", pathName(path), what, a)
+			if meant := cur.nearest(a); what == "command" && meant != "" {
+				fmt.Fprintf(stderr, "; did you mean %s?", meant)
+			}
+			fmt.Fprintln(stderr)
 			writeUsage(stderr, path)
 			return 2
 		}
@@ -102,9 +115,10 @@ func Main(root *Command, args []string, stdout, stderr io.Writer) int {
 		fs = flag.NewFlagSet(cur.Name, flag.ContinueOnError)
 	}
 	// The flag package says what was wrong on the set's output and then
-	// calls Usage; the usage is written here instead, to the stream the
-	// outcome calls for.
-	fs.SetOutput(stderr)
+	// calls Usage; both are written here instead, what was wrong after the
+	// command's name as every other refusal is, and the usage to the
+	// stream the outcome calls for.
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	pos, err := parse(fs, args)
 	switch {
@@ -112,6 +126,7 @@ func Main(root *Command, args []string, stdout, stderr io.Writer) int {
 		writeUsage(stdout, path)
 		return 0
 	case err != nil:
+		fmt.Fprintf(stderr, "%s: %v\n", pathName(path), err)
 		writeUsage(stderr, path)
 		return 2
 	case len(pos) < len(cur.Args):
@@ -142,6 +157,18 @@ func Main(root *Command, args []string, stdout, stderr io.Writer) int {
 }
 
 func isHelp(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "help" }
+
+// nearest is the name of the subcommand a mistyped word most likely
+// meant: the closest within two edits (serv, sevre), "" for none.
+func (c *Command) nearest(word string) string {
+	best, bestD := "", 3
+	for _, s := range c.Subs {
+		if d := editdistance.Between(word, s.Name); d < bestD {
+			best, bestD = s.Name, d
+		}
+	}
+	return best
+}
 
 func (c *Command) sub(name string) *Command {
 	for _, s := range c.Subs {

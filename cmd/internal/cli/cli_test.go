@@ -16,7 +16,7 @@ func tree(got *[]string, dir *string, fail error) *Command {
 	d := fs.String("data-dir", "./.x", "the data `DIR`")
 	fs.Bool("debug", false, "log more")
 	fs.String("node", "", "a `NAME`")
-	return &Command{Name: "x", Subs: []*Command{
+	return &Command{Name: "x", Version: "9.9.9", Subs: []*Command{
 		{Name: "config", Summary: "config things", Subs: []*Command{{
 			Name: "check", Args: []string{"FILE"}, Flags: fs, Summary: "check a file",
 			Groups: []FlagGroup{{Title: "fleet flags", Names: []string{"node"}}},
@@ -48,9 +48,15 @@ func TestCommandLines(t *testing.T) {
 		{name: "unknown command", args: []string{"nope"}, code: 2, errOut: "x: unknown command \"nope\"\nusage: x COMMAND"},
 		{name: "unknown flag at the root", args: []string{"--bogus"}, code: 2, errOut: "x: unknown flag \"--bogus\"\nusage: x COMMAND"},
 		{name: "unknown flag of a leaf", args: []string{"config", "check", "--bogus", "f"}, code: 2,
-			errOut: "flag provided but not defined: -bogus\nusage: x config check "},
+			errOut: "x config check: flag provided but not defined: -bogus\nusage: x config check "},
 		{name: "a flag without its value", args: []string{"config", "check", "f", "--data-dir"}, code: 2,
-			errOut: "flag needs an argument: -data-dir\nusage: x config check "},
+			errOut: "x config check: flag needs an argument: -data-dir\nusage: x config check "},
+		{name: "a mistyped command", args: []string{"confg"}, code: 2, errOut: "x: unknown command \"confg\"; did you mean config?\nusage: x COMMAND"},
+		{name: "a mistyped subcommand", args: []string{"config", "chek", "f"}, code: 2,
+			errOut: "x config: unknown command \"chek\"; did you mean check?\nusage: x config COMMAND"},
+		{name: "a word near no command", args: []string{"deploy"}, code: 2, errOut: "x: unknown command \"deploy\"\nusage: x COMMAND"},
+		{name: "the version", args: []string{"--version"}, out: "x 9.9.9\n"},
+		{name: "the version, one dash", args: []string{"-version"}, out: "x 9.9.9\n"},
 		{name: "missing argument", args: []string{"config", "check"}, code: 2, errOut: "x config check: FILE is missing\nusage: x config check "},
 		{name: "one argument too many", args: []string{"config", "check", "a", "b"}, code: 2,
 			errOut: "x config check: unexpected argument \"b\"\nusage: x config check "},
