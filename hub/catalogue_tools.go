@@ -128,6 +128,10 @@ func (h *Hub) catalogueServer() FirstParty {
 	}
 	return FirstParty{Name: "catalogue",
 		Enabled: func(c *config.Company) bool { return len(c.MCPServers) > 0 },
+		// The catalogue is the hub's own, never "not run" by a company:
+		// it has nothing to list until one declares an MCP server, and
+		// its tool is registered as a hub starts on such a company.
+		Absent: "the company declares no MCP server, so there is none whose tools to list (a hub started on a company that declares one registers it)",
 		New: func(t servers.Trust, d2 Deps) *mcp.Server {
 			return newCatalogueServer(d, t, d2.Logger)
 		}}

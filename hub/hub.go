@@ -155,7 +155,11 @@ func (h *Hub) mountFirstParty(ctx context.Context) error {
 	var run []FirstParty
 	for _, fp := range h.opts.FirstParty {
 		if fp.Enabled != nil && !fp.Enabled(h.opts.Company) {
-			h.log.Info("first_party_not_registered", "server", fp.Name, "reason", "the company does not run it")
+			reason := fp.Absent
+			if reason == "" {
+				reason = "the company does not run it"
+			}
+			h.log.Info("first_party_not_registered", "server", fp.Name, "reason", reason)
 			continue
 		}
 		run = append(run, fp)

@@ -28,6 +28,9 @@ type FirstParty struct {
 	// Enabled says whether the company runs it (CAT-3, CAT-4); nil means
 	// always. A server the company does not run registers no tool at all.
 	Enabled func(*config.Company) bool
+	// Absent says, for the log, what the company lacks when Enabled says
+	// no; "the company does not run it" if empty.
+	Absent string
 }
 
 // Leases says which seats this node holds. A per-role child is the seat's
