@@ -318,7 +318,15 @@ func Run(ctx context.Context, o Options) error {
 	}
 	idle := seatsWithoutModel(company, src.env)
 	logModelless(log, idle)
-	banner(o.Stdout, addr, baseAddr, src.tokenNote(), fleetNote, modelNotes(idle, o.ConfigFile))
+	notes := modelNotes(idle, o.ConfigFile)
+	// What waits for a ${VAR} (a server, a provider's key) is said where
+	// a person looks first, as config check says it.
+	for _, p := range Preflight(company, Start{ConfigFile: o.ConfigFile, DataDir: o.DataDir, Env: src.env}) {
+		if !p.Refuses {
+			notes = append(notes, p.Text)
+		}
+	}
+	banner(o.Stdout, addr, baseAddr, src.tokenNote(), fleetNote, notes)
 
 	for {
 		select {
@@ -354,7 +362,8 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // banner says where the hub is and where its token is, never the token,
-// and what each seat without a model lacks. The endpoint line is printed
+// what each seat without a model lacks, and each ${VAR} that something
+// waits for. The endpoint line is printed
 // last: scripts wait for it.
 func banner(w io.Writer, addr, base, tokenNote, fleetNote string, seatNotes []string) {
 	fmt.Fprintf(w, "Crewlet hub %s listening on %s\n", hub.Version, addr)

@@ -137,3 +137,25 @@ func TestRunEmbeddedCompanyTakesTheEnvironmentsToken(t *testing.T) {
 		t.Fatalf("config check: %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// Issue 40: a server waiting for a ${VAR} nobody set is said in the start
+// banner, as a seat without a model is, with the command that supplies it.
+func TestBannerNamesAServerWaitingForAVariable(t *testing.T) {
+	dir := t.TempDir()
+	cfg := hubtest.NewCompany().Server(`{name: memory, command: /nonexistent/bin/mcp-memory, env: {MEMORY_FILE_PATH: "${MEMORY_FILE}"}}`).Write(t)
+	_, out, stop := runUntilListening(t, Options{ConfigFile: cfg, DataDir: dir, LookupEnv: func(string) (string, bool) { return "", false }})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	banner := out.String()
+	line := ""
+	for _, l := range strings.Split(banner, "\n") {
+		if strings.Contains(l, "${MEMORY_FILE}") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "(memory)") || !strings.Contains(line, "crewlet secrets set MEMORY_FILE --data-dir "+dir) ||
+		!strings.HasSuffix(strings.TrimSpace(banner), "/operator/mcp") {
+		t.Fatalf("the banner does not name the waiting server, its variable and how to set it:\n%s", banner)
+	}
+}
