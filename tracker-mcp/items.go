@@ -364,7 +364,10 @@ type itemOut struct {
 	History     []historyRow `json:"history,omitempty"`
 	// HistoryOmitted counts the older history rows left out: the newest
 	// historyShown are answered.
-	HistoryOmitted int       `json:"history_omitted,omitempty"`
+	HistoryOmitted int `json:"history_omitted,omitempty"`
+	// LastFailedTurn is the newest seat's turn about the item that ended
+	// without answering, and why.
+	LastFailedTurn *turnNote `json:"last_failed_turn,omitempty"`
 	Reassignments  int       `json:"reassignments"`
 	OldKeys        []string  `json:"old_keys,omitempty"`
 	MergedInto     string    `json:"merged_into,omitempty"`
@@ -410,7 +413,7 @@ func (s *srv) getWorkItem(_ context.Context, _ authority.Caller, in getIn) (getO
 			Description: e.Fence(it.Description, it.DescribedBy), Status: it.Status, Assignee: it.Assignee,
 			Triage: it.Triage, Priority: it.Priority, Labels: it.Labels, Parent: it.Parent, Subtasks: kids,
 			Links: it.Links, Checklist: it.Checklist, Question: fenceAsk(e, it.Question, it.CreatedBy), History: history, HistoryOmitted: omitted,
-			Reassignments: it.Reassignments, OldKeys: it.OldKeys, MergedInto: it.MergedInto, Version: it.Version,
+			LastFailedTurn: it.LastFailedTurn, Reassignments: it.Reassignments, OldKeys: it.OldKeys, MergedInto: it.MergedInto, Version: it.Version,
 			CreatedBy: it.CreatedBy.Seat, CreatedAt: it.CreatedAt, UpdatedAt: it.UpdatedAt}
 		for _, c := range it.Thread {
 			o.Thread = append(o.Thread, commentOut{ID: c.ID, By: c.By.Seat, At: c.At, Body: e.Fence(c.Body, []servers.Author{c.By}),

@@ -105,6 +105,12 @@ type item struct {
 	CreatedBy servers.Author `json:"created_by"`
 	CreatedAt time.Time      `json:"created_at"`
 	UpdatedAt time.Time      `json:"updated_at"`
+
+	// LastFailedTurn is the newest turn about the item that ended without
+	// answering (failed, undelivered, not_run, ...), as its activity row
+	// says it: shown with the item, where the person who woke the seat
+	// looks for its answer.
+	LastFailedTurn *turnNote `json:"last_failed_turn,omitempty"`
 }
 
 // summary is what lists show: small, so a list of many items reads little.

@@ -14,7 +14,7 @@ func Tools(d Deps) []servers.Tool {
 			"Page through work items, newest first, narrowed by project, status, assignee (me for yourself), label, priority or parent. Check here before filing: the work may already have an item, and your own queue is assignee me.",
 			readHints, "", s.listWorkItems),
 		servers.Typed("get_work_item",
-			"Read a single work item, by key or by id, with its description, comment thread, checklist, links, subtasks and change history. A key it had before a move is accepted. Its version is the value to pass as if_match when you update it.",
+			"Read a single work item, by key or by id, with its description, comment thread, checklist, links, subtasks and change history, and the last of the seats' turns about it that ended without answering, with why. A key it had before a move is accepted. Its version is the value to pass as if_match when you update it.",
 			readHints, "", s.getWorkItem),
 		servers.Typed("create_work_item",
 			"Open a new work item. Without project, your unit's project is used; without status, todo. Leave assignee out and the project's default assignee takes it, or, when the project has none, its lead gets it in triage; assigned_by in the answer tells you which happened. Send ask (optionally with decision options) to file the item as a question for its assignee.",

@@ -17,6 +17,17 @@ import (
 
 const kindTurnEnded = "tracker.turn.ended"
 
+// turnNote is how a seat's turn about an item ended, on the item. The
+// reason is the runtime's sentence, not the seat's: unfenced, as on the
+// activity row.
+type turnNote struct {
+	Seat    string    `json:"seat"`
+	Turn    string    `json:"turn"`
+	Outcome string    `json:"outcome"`
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
 type turnEndedPayload struct {
 	Key     string `json:"key"`
 	Turn    string `json:"turn"`
@@ -40,6 +51,13 @@ func applyTurnEnded(a *applier) (any, error) {
 		// Why, on the line itself: the feed's list is where a person
 		// looks, and "ended failed" alone gives them nothing to mend.
 		sum += ": " + pl.Reason
+	}
+	// On the item too, where get_work_item shows it. Only the item's own
+	// row changes: not its version (a turn's end is no edit that a
+	// writer's if_match should trip on), its summary or its indexes.
+	it.LastFailedTurn = &turnNote{Seat: a.By.Seat, Turn: pl.Turn, Outcome: pl.Outcome, Reason: pl.Reason, At: a.At()}
+	if err := state.SetJSON(a.B, kItem+it.Key, it); err != nil {
+		return nil, err
 	}
 	// The reason is the runtime's sentence, not the seat's: the row is
 	// the hub's, unfenced.
