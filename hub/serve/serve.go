@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/crewlet/hub/agent-runtime"
@@ -124,8 +125,11 @@ func Run(ctx context.Context, o Options) error {
 		defer lock.release()
 	}
 	ln, err := net.Listen("tcp", o.Listen)
-	if err != nil {
+	if errors.Is(err, syscall.EADDRINUSE) {
 		return fmt.Errorf("%w: another program holds that address; give this hub another with --listen (port 0 picks a free one)", err)
+	}
+	if err != nil {
+		return err
 	}
 	// Closed here on a refusal; once served, Shutdown has closed it and
 	// this second Close does nothing.
