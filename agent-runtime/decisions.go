@@ -20,8 +20,11 @@ import (
 
 // A person's decisions about the seats rather than their work (OPS-3):
 // pause a seat, resume it, and steer a running turn with a note. They are
-// operator-only tools, each for the seat's holder, the lead of its unit or
-// an administrator.
+// operator-only tools, each for the lead of the seat's unit or an
+// administrator. (mayDecide would also take the seat's holder, a person
+// whose credential is bound to the AI seat; but a credential binds only
+// to a person's seat, so no token reaches that branch and the tools do not
+// offer it.)
 //
 // A pause is on the log, so it holds across restarts and on whichever
 // node runs the seat next: a paused seat starts no new turn, and its
@@ -333,13 +336,13 @@ func DecisionTools(d DecisionDeps) []servers.Tool {
 	}
 	return []servers.Tool{
 		servers.Typed("pause_seat",
-			"Pause an AI seat: it starts no new turn, and what wakes it waits, in order, until it is resumed; a turn already running ends as it would. For the seat's holder, the lead of its unit or an administrator.",
+			"Pause an AI seat: it starts no new turn, and what wakes it waits, in order, until it is resumed; a turn already running ends as it would. For the lead of the seat's unit or an administrator.",
 			decisionHints, "", pause(true)).ForOperators(),
 		servers.Typed("resume_seat",
-			"Resume a paused AI seat: it takes the wakes that waited, in order. For the seat's holder, the lead of its unit or an administrator.",
+			"Resume a paused AI seat: it takes the wakes that waited, in order. For the lead of the seat's unit or an administrator.",
 			decisionHints, "", pause(false)).ForOperators(),
 		servers.Typed("steer_turn",
-			"Send a note to the turn an AI seat is running now; the turn reads it, as your words, before its next step. Refused not_running when the seat runs no turn, steer_unsupported when the turn has no step left to read it in. For the seat's holder, the lead of its unit or an administrator.",
+			"Send a note to the turn an AI seat is running now; the turn reads it, as your words, before its next step. Refused not_running when the seat runs no turn, steer_unsupported when the turn has no step left to read it in. For the lead of the seat's unit or an administrator.",
 			servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.No, OpenWorld: servers.No}, "",
 			func(ctx context.Context, c authority.Caller, in steerIn) (steerOut, error) {
 				note := strings.TrimSpace(in.Note)
@@ -412,7 +415,7 @@ func mayDecide(c authority.Caller, dir *authority.Directory, handle, verb string
 	if lead != "" {
 		who = "the lead of its unit (@" + lead + ") or an administrator"
 	}
-	return authority.Seat{}, authority.Refuse(authority.Forbidden, "Only @%s's holder, %s may %s it.", s.Handle, who, verb)
+	return authority.Seat{}, authority.Refuse(authority.Forbidden, "Only %s may %s @%s.", who, verb, s.Handle)
 }
 
 // NewDecisionServer serves the decisions as a first-party MCP server that

@@ -54,9 +54,12 @@ func openState(ctx context.Context, dataDir string, log *slog.Logger, fleet *fle
 }
 
 // takesUploads reports whether the node can take artifact uploads (CAT-5):
-// a blob store (its own object store), a coordination store (a TTL bucket
-// on its own JetStream) and its data node. The embedded node has all
-// three; the check is what keeps the tools off a node that does not.
+// a data node, an object store and a coordination store. Only the last is
+// probed: the data node is node itself (nil: none), and a node this
+// package opens has its object store or did not open (openState: the
+// embedded log's own, or the fleet's). The coordination store is a TTL
+// bucket on the node's JetStream, which a node on another log lacks; the
+// probe keeps the artifact tools off such a node.
 func takesUploads(ctx context.Context, node *state.Node) bool {
 	if node == nil {
 		return false
