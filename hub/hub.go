@@ -88,7 +88,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	h.operator.screen = newScreen(h.operator, h.life.Done(), seatGrants{h})
 	h.pins = newPinning(opts.Pins, h.log)
 	h.servers = newSupervision(supervisionDeps{
-		company: h.company, env: opts.Env, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
+		company: h.company, env: opts.Env, dataDir: opts.DataDir, leases: opts.Leases, log: h.log, events: h.operator, status: h.status,
 		ledger: opts.Ledger, acting: h.seats.acting, heartbeat: heartbeat,
 		observe: opts.Observers.Servers, hops: opts.Observers.Hops, clean: h.clean, pins: h.pins, grants: minter,
 	})

@@ -114,7 +114,12 @@ type Deps struct {
 type Options struct {
 	Company *config.Company
 	// Env resolves ${VAR} references; nil reads nothing.
-	Env        config.Lookup
+	Env config.Lookup
+	// DataDir is the data directory a command must name (--data-dir) to
+	// reach the secret store Env reads, "" for the default one: the
+	// command a server held for a missing value suggests names it, so the
+	// value is sealed where this hub reads it.
+	DataDir    string
 	Logger     *slog.Logger
 	FirstParty []FirstParty
 	// AllowedHosts are Host header values accepted beside loopback names,

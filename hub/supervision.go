@@ -42,6 +42,9 @@ type events interface {
 type supervisionDeps struct {
 	company *Catalogue
 	env     config.Lookup
+	// dataDir names the secret store in the command a server held for a
+	// missing value suggests (Options.DataDir).
+	dataDir string
 	leases  Leases
 	log     *slog.Logger
 	events  events
@@ -162,7 +165,7 @@ func (u *supervision) reconcileScope(c *config.Company, scope func(seat string) 
 		}
 		key := instanceKey(w.Server.Name, w.Seat)
 		want[key] = true
-		resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(u.env))
+		resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(u.env), u.dataDir)
 		if hold == nil && w.Server.UsesOAuth() && w.Seat != "" {
 			hold = u.grantHold(w)
 		}

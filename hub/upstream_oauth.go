@@ -150,7 +150,7 @@ func (g seatGrants) Complete(ctx context.Context, a grants.Answer, check func(st
 // grantServer resolves what the minter needs of a seat's server: its url
 // and the configured client's secret, by the hub's own ${VAR} rules.
 func (h *Hub) grantServer(w config.Instance) (grants.Server, error) {
-	resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(h.opts.Env))
+	resolved, hold := upstream.Resolve(w.Server.Declared(), w.Block, upstream.Lookup(h.opts.Env), h.opts.DataDir)
 	if hold != nil {
 		return grants.Server{}, fmt.Errorf("%s", hold.Sentence)
 	}
@@ -160,7 +160,7 @@ func (h *Hub) grantServer(w config.Instance) (grants.Server, error) {
 		if o.ClientSecret != "" {
 			v, missing := upstream.Expand(o.ClientSecret, upstream.Lookup(h.opts.Env))
 			if len(missing) > 0 {
-				return grants.Server{}, fmt.Errorf("MCP server %q: oauth.client_secret names ${%s}, which is not set; seal it with `crewlet secrets set %s` and POST /config/reload", w.Server.Name, missing[0], missing[0])
+				return grants.Server{}, fmt.Errorf("MCP server %q: oauth.client_secret names ${%s}, which is not set; seal it with `%s` and POST /config/reload", w.Server.Name, missing[0], upstream.SealCommand(missing[0], h.opts.DataDir))
 			}
 			srv.ClientSecret = v
 		}

@@ -75,7 +75,7 @@ func (c *Company) Unsets(env Lookup) []Unset {
 			return env(name)
 		}
 		for {
-			_, hold := upstream.Resolve(in.Server.Declared(), in.Block, upstream.Lookup(lookup))
+			_, hold := upstream.Resolve(in.Server.Declared(), in.Block, upstream.Lookup(lookup), "")
 			if hold == nil || found[hold.Variable] {
 				break
 			}

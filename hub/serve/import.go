@@ -9,6 +9,7 @@ import (
 
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/secrets"
+	"github.com/crewlet/hub/servers/upstream/launch"
 )
 
 // Import is `crewlet config import FILE`: the MCP servers a client keeps
@@ -56,7 +57,7 @@ func Import(stdout, stderr io.Writer, path string, store, trust bool, dataDir st
 		}
 	} else {
 		for _, n := range names {
-			fmt.Fprintf(stderr, "%s was a literal credential in %s; store it (crewlet secrets set %s, value on stdin) or rerun with --store-secrets\n", n, path, n)
+			fmt.Fprintf(stderr, "%s was a literal credential in %s; store it (%s, value on stdin) or rerun with --store-secrets\n", n, path, launch.SealCommand(n, storeDir(dataDir)))
 		}
 	}
 	for _, note := range im.Notes {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/servers/upstream/launch"
 )
 
 // DefaultDataDir is where a node keeps its data unless told otherwise.
@@ -51,20 +52,16 @@ func Preflight(c *config.Company, s Start) []Problem {
 // StoreCommand says how a person supplies a variable to a node with data
 // directory dataDir: sealed into its secret store, or in its environment.
 func StoreCommand(name, dataDir string) string {
-	cmd := "crewlet secrets set " + name
-	if dataDir != "" && dataDir != DefaultDataDir {
-		cmd += " --data-dir " + shellWord(dataDir)
-	}
-	return fmt.Sprintf("Seal it with `%s` (the value on stdin), or set it in the hub's environment", cmd)
+	return fmt.Sprintf("Seal it with `%s` (the value on stdin), or set it in the hub's environment", launch.SealCommand(name, storeDir(dataDir)))
 }
 
-// shellWord quotes a path for a shell when it needs it, so the command
-// said can be pasted as it is.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:@,") == "" {
-		return s
+// storeDir is the data directory a command must name to reach the secret
+// store of a node keeping its data in dataDir: none for the default one.
+func storeDir(dataDir string) string {
+	if dataDir == DefaultDataDir {
+		return ""
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return dataDir
 }
 
 // refusals is the problems a node does not start with, as one error.

@@ -240,6 +240,7 @@ func Run(ctx context.Context, o Options) error {
 	hopts := hub.Options{
 		Company:     company,
 		Env:         src.env,
+		DataDir:     storeDir(o.DataDir),
 		Logger:      log,
 		Reload:      reload,
 		Applied:     indexes.applied,

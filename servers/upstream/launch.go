@@ -37,9 +37,12 @@ type (
 )
 
 // Resolve is launch.Resolve.
-func Resolve(d Declared, seat *SeatBlock, lookup Lookup) (Resolved, *Hold) {
-	return launch.Resolve(d, seat, lookup)
+func Resolve(d Declared, seat *SeatBlock, lookup Lookup, dataDir string) (Resolved, *Hold) {
+	return launch.Resolve(d, seat, lookup, dataDir)
 }
+
+// SealCommand is launch.SealCommand.
+func SealCommand(name, dataDir string) string { return launch.SealCommand(name, dataDir) }
 
 // References is launch.References.
 func References(v string) []string { return launch.References(v) }

@@ -276,8 +276,10 @@ func merge(headers bool, layers ...map[string]string) map[string]entry {
 // is held as Failed, naming the first unresolved reference in a stable order
 // (the url, then keys sorted): this build runs no provisioning pass that
 // would mint a value for a seat, so nothing but a person supplies one.
-// command and args are taken as written.
-func Resolve(d Declared, seat *SeatBlock, lookup Lookup) (Resolved, *Hold) {
+// command and args are taken as written. dataDir is the data directory
+// the node's secret store is reached with ("" for the default), named in
+// the command a failed hold's sentence suggests (SealCommand).
+func Resolve(d Declared, seat *SeatBlock, lookup Lookup, dataDir string) (Resolved, *Hold) {
 	tr := normTransport(d)
 	headers := tr != TransportStdio
 	r := Resolved{
@@ -315,7 +317,7 @@ func Resolve(d Declared, seat *SeatBlock, lookup Lookup) (Resolved, *Hold) {
 			_, set = lookup(v)
 		}
 		return &Hold{State: Failed, Variable: v, Key: key,
-			Sentence: failedSentence(d.Name, v, key, headers, isURL, set, offerOptional)}
+			Sentence: failedSentence(d.Name, v, key, SealCommand(v, dataDir), headers, isURL, set, offerOptional)}
 	}
 
 	url, missing := expand(d.URL, lookup)
@@ -363,7 +365,7 @@ func Resolve(d Declared, seat *SeatBlock, lookup Lookup) (Resolved, *Hold) {
 	return r, nil
 }
 
-func failedSentence(server, v, key string, headers, isURL, set, offerOptional bool) string {
+func failedSentence(server, v, key, seal string, headers, isURL, set, offerOptional bool) string {
 	var b strings.Builder
 	where := fmt.Sprintf("env key %s", key)
 	if headers {
@@ -373,11 +375,11 @@ func failedSentence(server, v, key string, headers, isURL, set, offerOptional bo
 		where = "its url"
 	}
 	if set {
-		fmt.Fprintf(&b, "MCP server %q was not started: ${%s} in %s is set to an empty value, and the engine does not start a server with an empty credential. Seal a real value with `crewlet secrets set %s` and then POST /config/reload.",
-			server, v, where, v)
+		fmt.Fprintf(&b, "MCP server %q was not started: ${%s} in %s is set to an empty value, and the hub does not start a server with an empty credential. Seal a real value with `%s` and then POST /config/reload.",
+			server, v, where, seal)
 	} else {
-		fmt.Fprintf(&b, "MCP server %q was not started: ${%s} in %s does not resolve; neither the secret store nor the engine's environment holds it. Seal it with `crewlet secrets set %s` and then POST /config/reload, or set it in the engine's environment and restart the engine, since a running engine does not see exports made after it started.",
-			server, v, where, v)
+		fmt.Fprintf(&b, "MCP server %q was not started: ${%s} in %s does not resolve; neither the secret store nor the hub's environment holds it. Seal it with `%s` and then POST /config/reload, or set it in the hub's environment and restart the hub, since a running hub does not see exports made after it started.",
+			server, v, where, seal)
 	}
 	switch {
 	case isURL:

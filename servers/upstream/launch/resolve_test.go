@@ -67,7 +67,7 @@ func (in input) resolve() (Resolved, *Hold) {
 		v, ok := in.Vars[name]
 		return v, ok
 	}
-	return Resolve(in.Declared.declared(), seat, lookup)
+	return Resolve(in.Declared.declared(), seat, lookup, "")
 }
 
 type resolveFile struct {
@@ -230,7 +230,7 @@ func TestResolveDigest(t *testing.T) {
 // share; a later edit of the declaration must not reach them (package doc).
 func TestResolveDoesNotAliasInputs(t *testing.T) {
 	d := Declared{Name: "s", Command: "c", Args: []string{"a"}, Env: map[string]string{"K": "v"}}
-	r, h := Resolve(d, nil, nil)
+	r, h := Resolve(d, nil, nil, "")
 	if h != nil {
 		t.Fatal(h)
 	}
