@@ -66,6 +66,9 @@ func (s *Screen) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-settling:
 			settling = nil
 			if !current() {
+				if r.Context().Err() != nil {
+					return // the page went away while its session was read
+				}
 				s.opts.Refused(r, "session token unknown or revoked")
 				send("signed-out", "")
 				return

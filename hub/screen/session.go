@@ -71,7 +71,10 @@ func sessionOf(r *http.Request) (id string, had bool) {
 
 // current answers who a session stands for, if it is held and the
 // credential that opened it is still current; a session whose credential
-// was revoked or replaced is forgotten here.
+// was revoked or replaced is forgotten here. A read cut short because the
+// request ended (its page navigated away, its stream was closed) answers
+// no session too, but is no fault of the store: callers see ctx.Err() and
+// answer nobody, and nothing is logged.
 func (s *Screen) current(ctx context.Context, id string) (authority.Principal, bool) {
 	if id == "" {
 		return authority.Principal{}, false
@@ -79,7 +82,7 @@ func (s *Screen) current(ctx context.Context, id string) (authority.Principal, b
 	key := sessionKey(id)
 	b, err := s.opts.Sessions.Get(ctx, key)
 	if err != nil {
-		if !errors.Is(err, ErrNoSession) {
+		if !errors.Is(err, ErrNoSession) && ctx.Err() == nil {
 			s.opts.Logger.Error("screen_session_unreadable", "error", err.Error())
 		}
 		return authority.Principal{}, false
@@ -92,7 +95,7 @@ func (s *Screen) current(ctx context.Context, id string) (authority.Principal, b
 			return p, true
 		}
 	}
-	if err := s.opts.Sessions.Delete(ctx, key); err != nil {
+	if err := s.opts.Sessions.Delete(ctx, key); err != nil && ctx.Err() == nil {
 		s.opts.Logger.Error("screen_session_unforgotten", "error", err.Error())
 	}
 	return authority.Principal{}, false
@@ -112,6 +115,11 @@ func (s *Screen) session(next http.HandlerFunc, admin bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, had := sessionOf(r)
 		p, ok := s.current(r.Context(), id)
+		if !ok && r.Context().Err() != nil {
+			// The request ended before its session was read: nobody is
+			// waiting for an answer, and the session was not refused.
+			return
+		}
 		if !ok {
 			if had {
 				// The session was signed out, expired or its token
