@@ -175,6 +175,21 @@ func (s Server) Why() string {
 	return "it is " + strings.ToLower(s.State)
 }
 
+// NoToolsYet says why a server that is neither failing nor waiting has
+// filed no tools: it is in its first start (Not started), runs and lists
+// none, or what its node says of it.
+func (s Server) NoToolsYet() string {
+	switch {
+	case s.State == "Running":
+		return "It runs and lists none."
+	case s.Reason() != nil:
+		return s.Reason().Text
+	case s.State == "Not started":
+		return "It is starting; its tools appear here once it lists them."
+	}
+	return "It is " + strings.ToLower(s.State) + "; its tools appear here once it lists them."
+}
+
 // Assertion is the strongest thing a tool's hints positively say about
 // what a call does, and the class its cell is styled with.
 type Assertion struct {
@@ -228,9 +243,25 @@ type Part struct {
 	Tools  []Tool
 }
 
-// Missing reports a configured server's group with no tool: a server
-// that failed reads as a missing group, never as builtins shrinking.
-func (g Group) Missing() bool { return g.Server != nil && len(g.Tools) == 0 }
+// Missing reports a configured server's group with no tool because the
+// server failed or waits for a credential: it reads as a missing group,
+// never as builtins shrinking. A server still in its first start, or
+// running with nothing listed, is not missing: nothing is wrong with it
+// (Pending).
+func (g Group) Missing() bool {
+	if g.Server == nil || len(g.Tools) > 0 {
+		return false
+	}
+	switch g.Server.State {
+	case "Failing", "Partly failing", "Waiting for credentials":
+		return true
+	}
+	return false
+}
+
+// Pending reports a configured server's group with no tool yet that is
+// not missing: its server is starting, or runs and lists none.
+func (g Group) Pending() bool { return g.Server != nil && len(g.Tools) == 0 && !g.Missing() }
 
 // group sorts a catalogue by source: each configured server in the order
 // the company declares them (present or missing), then any other source,
