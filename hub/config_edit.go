@@ -57,6 +57,9 @@ type added struct {
 	violations []string
 	row        *serverRow
 	name       string // the server added
+	// entry is the new entry's path in the company (mcp_servers[N]),
+	// which the violations about it name; empty when it was not placed.
+	entry string
 }
 
 func writeAdded(w http.ResponseWriter, a added) {
@@ -104,13 +107,14 @@ func (f *operator) addServer(entry config.MCPServer, write bool) added {
 			}
 		}
 	}
-	next, err := appendServer(current, entry)
+	next, at, err := appendServer(current, entry)
 	if err != nil {
 		return added{status: http.StatusUnprocessableEntity, class: authority.Invalid, err: err.Error()}
 	}
+	entryPath := fmt.Sprintf("mcp_servers[%d]", at)
 	invalid := func(v config.Violations) added {
 		return added{status: http.StatusUnprocessableEntity, class: authority.Invalid,
-			err: "the company would not be valid with this server", violations: []string(v)}
+			err: "the company would not be valid with this server", violations: []string(v), entry: entryPath}
 	}
 	c, err := config.Parse(next)
 	var v config.Violations
@@ -123,7 +127,7 @@ func (f *operator) addServer(entry config.MCPServer, write bool) added {
 		return invalid(v)
 	}
 	if !write {
-		return added{status: http.StatusOK}
+		return added{status: http.StatusOK, entry: entryPath}
 	}
 	mode := os.FileMode(0o600)
 	if fi, err := os.Stat(path); err == nil {
@@ -146,22 +150,23 @@ func (f *operator) addServer(entry config.MCPServer, write bool) added {
 }
 
 // appendServer adds entry after the last mcp_servers entry of a document,
-// keeping the rest of it (comments included) as written.
-func appendServer(doc []byte, entry config.MCPServer) ([]byte, error) {
+// keeping the rest of it (comments included) as written, and answers the
+// entry's index in mcp_servers.
+func appendServer(doc []byte, entry config.MCPServer) ([]byte, int, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(doc, &root); err != nil {
-		return nil, fmt.Errorf("the company file is not valid YAML: %w", err)
+		return nil, 0, fmt.Errorf("the company file is not valid YAML: %w", err)
 	}
 	if root.Kind == 0 {
 		root = yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{{Kind: yaml.MappingNode, Tag: "!!map"}}}
 	}
 	top := root.Content[0]
 	if top.Kind != yaml.MappingNode {
-		return nil, errors.New("the company file is not a mapping")
+		return nil, 0, errors.New("the company file is not a mapping")
 	}
 	var entryNode yaml.Node
 	if err := entryNode.Encode(entryYAML(entry)); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var list *yaml.Node
 	for i := 0; i+1 < len(top.Content); i += 2 {
@@ -178,7 +183,7 @@ func appendServer(doc []byte, entry config.MCPServer) ([]byte, error) {
 		}
 	}
 	if list.Kind != yaml.SequenceNode {
-		return nil, errors.New("mcp_servers in the company file is not a list")
+		return nil, 0, errors.New("mcp_servers in the company file is not a list")
 	}
 	list.Style = 0
 	list.Content = append(list.Content, &entryNode)
@@ -186,9 +191,9 @@ func appendServer(doc []byte, entry config.MCPServer) ([]byte, error) {
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
 	if err := enc.Encode(&root); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return out.Bytes(), nil
+	return out.Bytes(), len(list.Content) - 1, nil
 }
 
 // entryYAML is the entry as a mapping holding only what was set, in the

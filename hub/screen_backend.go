@@ -136,7 +136,7 @@ func (b screenBackend) SecretNames() []string {
 
 func (b screenBackend) AddServer(ctx context.Context, entry config.MCPServer, write bool) screen.AddResult {
 	a := b.f.addServer(entry, write)
-	res := screen.AddResult{Status: a.status, Class: string(a.class), Error: a.err, Violations: a.violations}
+	res := screen.AddResult{Status: a.status, Class: string(a.class), Error: a.err, Violations: a.violations, Entry: a.entry}
 	if a.status == http.StatusCreated {
 		if row, ok := b.firstState(ctx, entry); ok {
 			res.Server = &row

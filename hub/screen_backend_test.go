@@ -374,3 +374,24 @@ func TestScreenAddAnswersTheFirstState(t *testing.T) {
 		t.Fatalf("the running server's process: %v", pids)
 	}
 }
+
+// OPS-7: a violation of the company with the new server in it is said in
+// the form's words: its field, not the YAML path of the entry the form
+// would have added (mcp_servers[1].name).
+func TestScreenAddNamesTheFormsFields(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "company.yaml")
+	if err := os.WriteFile(cfg, []byte(testCompany), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	th := newTestHub(t, func(o *Options) { o.ConfigFile = cfg })
+	s := signInScreen(t, th.url, "ada-token-123456")
+	status, body := s.add(neturl.Values{"name": {"Not A Slug"}, "transport": {"stdio"}, "reach": {"shared"},
+		"env_name": {"API_KEY"}, "env_value": {"a\x00b"}})
+	said, _ := json.Marshal(body["violations"])
+	if status != http.StatusUnprocessableEntity || strings.Contains(string(said), "mcp_servers[") ||
+		!strings.Contains(string(said), `Name: \"Not A Slug\" must be lower-case`) ||
+		!strings.Contains(string(said), "A stdio server needs a command") ||
+		!strings.Contains(string(said), "Environment variable API_KEY: holds the control character") {
+		t.Fatalf("adding a bad server answered %d %s", status, said)
+	}
+}

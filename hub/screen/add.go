@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/crewlet/hub/hub/config"
@@ -144,7 +145,7 @@ func readAddForm(r *http.Request) (addForm, config.MCPServer, []string) {
 func (s *Screen) serveAdd(w http.ResponseWriter, r *http.Request) {
 	f, entry, bad := readAddForm(r)
 	res := s.opts.Backend.AddServer(r.Context(), entry, len(bad) == 0)
-	f.Violations = append(bad, res.Violations...)
+	f.Violations = append(bad, formViolations(res.Entry, res.Violations)...)
 	if len(res.Violations) == 0 && res.Error != "" && res.Status >= 300 {
 		f.Violations = append(f.Violations, res.Error)
 	}
@@ -178,6 +179,80 @@ func (s *Screen) serveAdd(w http.ResponseWriter, r *http.Request) {
 	f.pad()
 	d.Form = f
 	s.render(w, r, status, page{Title: "MCP Tools", Viewer: v, Body: "tools", Data: d})
+}
+
+// formLabels are the form's fields by the key of the entry they write:
+// a violation about the new entry names the field a person filled in, not
+// a path into a file they never saw (mcp_servers[3].name).
+var formLabels = map[string]string{
+	"name":        "Name",
+	"transport":   "How the hub reaches it",
+	"command":     "Command",
+	"args":        "Arguments",
+	"url":         "Address",
+	"shared":      "Who it serves",
+	"trust":       "Its tools",
+	"tool_prefix": "Tool prefix",
+	"env":         "Environment",
+	"headers":     "Headers",
+}
+
+// formViolations rewrites the company's violations about the new entry
+// (those that begin with entry, its path) to name the form's field: the
+// entry itself is the server the form describes, env.KEY is that
+// environment variable, args[i] its argument line. A violation about
+// anything else, or a key the form has no field for, is kept as written.
+func formViolations(entry string, violations []string) []string {
+	if entry == "" {
+		return violations
+	}
+	out := make([]string, 0, len(violations))
+	for _, v := range violations {
+		out = append(out, formViolation(entry, v))
+	}
+	return out
+}
+
+func formViolation(entry, v string) string {
+	rest, ok := strings.CutPrefix(v, entry)
+	if !ok {
+		return v
+	}
+	if msg, ok := strings.CutPrefix(rest, ": "); ok {
+		// About the server as a whole: the message alone says it.
+		return strings.ToUpper(msg[:1]) + msg[1:]
+	}
+	field, ok := strings.CutPrefix(rest, ".")
+	if !ok {
+		return v
+	}
+	path, msg, ok := strings.Cut(field, ": ")
+	if !ok {
+		return v
+	}
+	key, sub, _ := strings.Cut(path, ".")
+	label := ""
+	switch base, idx, indexed := strings.Cut(key, "["); {
+	case indexed && base == "args":
+		n, err := strconv.Atoi(strings.TrimSuffix(idx, "]"))
+		if err != nil {
+			return v
+		}
+		label = fmt.Sprintf("Arguments, line %d", n+1)
+	case key == "env" && sub != "":
+		label = "Environment variable " + sub
+	case key == "headers" && sub != "":
+		label = "Header " + sub
+	case sub == "":
+		label = formLabels[key]
+	}
+	if label == "" {
+		return v
+	}
+	if strings.HasPrefix(msg, "is ") {
+		return label + " " + msg
+	}
+	return label + ": " + msg
 }
 
 // pairRow is one environment or header row of the form, as drawn.

@@ -85,6 +85,10 @@ type AddResult struct {
 	Class      string
 	Error      string
 	Violations []string
+	// Entry is the new entry's path in the company (mcp_servers[N]), which
+	// the violations about it begin with; the form names its own fields
+	// instead (formViolations).
+	Entry string
 	// Server is the added server's row once its first start on this node
 	// is over (or when the wait ran out); nil when nothing was written.
 	Server *Server

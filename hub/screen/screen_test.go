@@ -93,7 +93,7 @@ func (f *fake) AddServer(_ context.Context, e config.MCPServer, write bool) AddR
 	defer f.mu.Unlock()
 	if !write {
 		f.checked++
-		return AddResult{Status: 422, Violations: []string{"mcp_servers[3].command: a stdio server needs a command"}}
+		return AddResult{Status: 422, Violations: []string{"mcp_servers[3]: a stdio server needs a command"}, Entry: "mcp_servers[3]"}
 	}
 	f.added = append(f.added, e)
 	return AddResult{Status: 201, Server: &Server{Name: e.Name, Shared: true, State: "Running", Cells: []Cell{{Node: "this node", State: "Running", Tools: 2}}}}
