@@ -1,9 +1,12 @@
 package serve
 
 import (
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/crewlet/hub/hub"
 )
 
 // The HTTP server's bounds. Anyone who can reach the port can open a
@@ -53,8 +56,10 @@ func (l *HTTPLimits) ensureDefaults() {
 
 // newHTTPServer serves h within the limits, and wraps ln so no more than
 // MaxConns connections are open at once. It is the one HTTP server of a
-// node: plain or, given a TLS configuration, HTTPS with HTTP/2.
-func newHTTPServer(h http.Handler, ln net.Listener, l HTTPLimits) (*http.Server, net.Listener) {
+// node: plain or, given a TLS configuration, HTTPS with HTTP/2. What the
+// server itself has to say (a failed TLS handshake) goes to log as the
+// hub's JSON lines (hub.ServerErrorLog).
+func newHTTPServer(h http.Handler, ln net.Listener, l HTTPLimits, log *slog.Logger) (*http.Server, net.Listener) {
 	l.ensureDefaults()
 	srv := &http.Server{
 		Handler:           h,
@@ -62,6 +67,7 @@ func newHTTPServer(h http.Handler, ln net.Listener, l HTTPLimits) (*http.Server,
 		ReadTimeout:       l.ReadTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          hub.ServerErrorLog(log),
 	}
 	return srv, newLimitListener(ln, l.MaxConns)
 }

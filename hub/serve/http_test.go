@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -294,7 +295,7 @@ func TestReadTimeoutBoundsTheRequestNotTheAnswer(t *testing.T) {
 		case <-time.After(4 * readTimeout):
 			fmt.Fprint(w, "answered")
 		}
-	}), ln, HTTPLimits{ReadTimeout: readTimeout})
+	}), ln, HTTPLimits{ReadTimeout: readTimeout}, slog.New(slog.DiscardHandler))
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	base := "http://" + ln.Addr().String()

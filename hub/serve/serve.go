@@ -297,7 +297,7 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.WriteFile(filepath.Join(o.DataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
 		return err
 	}
-	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP)
+	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP, log)
 	served := make(chan error, 2)
 	var wg conc.WaitGroup
 	defer wg.Wait()
@@ -308,7 +308,7 @@ func Run(ctx context.Context, o Options) error {
 		wg.Go(func() { served <- srv.Serve(ln) })
 	}
 	if o.MetricsListen != "" {
-		msrv, err := tel.serveMetrics(o.MetricsListen, o.HTTP, &wg, served)
+		msrv, err := tel.serveMetrics(o.MetricsListen, o.HTTP, log, &wg, served)
 		if err != nil {
 			return err
 		}

@@ -81,14 +81,14 @@ func (t *telemetry) watch(h http.Handler) http.Handler {
 
 // serveMetrics serves GET /metrics alone on addr, without a token, until
 // the returned server is closed; its end is said on served.
-func (t *telemetry) serveMetrics(addr string, limits HTTPLimits, wg *conc.WaitGroup, served chan<- error) (*http.Server, error) {
+func (t *telemetry) serveMetrics(addr string, limits HTTPLimits, log *slog.Logger, wg *conc.WaitGroup, served chan<- error) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", t.metrics.Handler())
-	srv, ln := newHTTPServer(mux, ln, limits)
+	srv, ln := newHTTPServer(mux, ln, limits, log)
 	srv.Addr = ln.Addr().String()
 	wg.Go(func() {
 		if err := srv.Serve(ln); err != http.ErrServerClosed {
