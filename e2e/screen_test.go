@@ -221,6 +221,11 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 	b.do("fill the form", chromedp.SendKeys(css("#add-name"), "added"),
 		chromedp.SendKeys(css("#add-command"), bin),
 		chromedp.SendKeys(css("#add-prefix"), "added_"),
+		chromedp.SendKeys(css("#env-name-1"), "MODE"),
+		chromedp.SendKeys(css("#env-value-1"), "e2e"),
+		chromedp.Click(css(`button.add-row[data-kind="env"]`)),
+		chromedp.SendKeys(css("#env-name-2"), "LEVEL"),
+		chromedp.SendKeys(css("#env-value-2"), "debug"),
 		chromedp.SendKeys(css("#env-name-0"), "API_KEY"),
 		chromedp.SendKeys(css("#env-value-0"), "$"),
 		chromedp.WaitReady(css(`#secret-names option[value="${%s}"]`, screenSecretName)))
@@ -236,6 +241,14 @@ func TestSettingsMCPToolsInABrowser(t *testing.T) {
 		chromedp.WaitVisible(css(`section[data-source="mcp:added"] tr[data-tool="added_test_simple_text"]`)))
 	if !evalIn[bool](b, `window.__notReloaded === true`) {
 		t.Fatal("the page was reloaded")
+	}
+	// Added, the form is a fresh one again: nothing typed left in it, the
+	// row added for a third variable gone (issue 40, item 10).
+	if left := evalIn[[]string](b, `[...document.querySelectorAll("#add-server input:not([type=hidden]):not([type=radio]), #add-server textarea")].filter(i => i.value !== "").map(i => i.id + "=" + i.value)`); len(left) != 0 {
+		t.Errorf("the form still holds %q after the server was added", left)
+	}
+	if n := evalIn[int](b, `document.querySelectorAll('#add-server fieldset[data-kind="env"] .pair').length`); n != 2 {
+		t.Errorf("the form has %d environment rows after the server was added, want the fresh form's 2", n)
 	}
 	cfg, _ := os.ReadFile(h.configPath)
 	if i, j := strings.Index(string(cfg), "name: perseat"), strings.Index(string(cfg), "name: added"); i < 0 || j < i ||

@@ -120,6 +120,27 @@
     });
   });
 
+  // clear makes the form a fresh one again once a server is written, as a
+  // new page draws it: every field empty whatever the page was drawn with,
+  // the rows added for more variables or headers gone (a fresh form has
+  // two of each), the choices at their defaults.
+  function clear() {
+    form.reset();
+    form.querySelectorAll("fieldset.pairs").forEach(function (set) {
+      set.querySelectorAll(".pair").forEach(function (row, i) {
+        if (i >= 2) { row.remove(); }
+      });
+    });
+    form.querySelectorAll("input[type=text], input:not([type]), input[type=url], textarea").forEach(function (input) {
+      input.defaultValue = "";
+      input.value = "";
+    });
+    form.querySelector("input[name=transport][value=stdio]").checked = true;
+    form.querySelector("input[name=reach][value=shared]").checked = true;
+    form.querySelector("input[name=trust][value=pinned]").checked = true;
+    showTransport();
+  }
+
   function say(kind, lines) {
     result.replaceChildren();
     const p = document.createElement("p");
@@ -167,8 +188,7 @@
           say("note", ["Added " + body.added + "; it is " + String(body.state || "not reported").toLowerCase() +
             (body.reason ? ": " + body.reason : ". Its row above follows it.")]);
         }
-        form.reset();
-        showTransport();
+        clear();
         refresh();
       } else {
         const v = body.violations && body.violations.length ? body.violations : ["The hub answered " + res.status + "."];
