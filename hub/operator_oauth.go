@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/crewlet/hub/authority"
@@ -30,7 +31,7 @@ func oauthConfig(c *config.Company) *oauth.Config {
 	if o == nil {
 		return nil
 	}
-	cfg := &oauth.Config{Issuer: o.Issuer, Audience: o.Audience, Scopes: append([]string(nil), o.RequiredScopes...)}
+	cfg := &oauth.Config{Issuer: o.Issuer, Audience: o.Audience, Scopes: append([]string(nil), o.RequiredScopes...), PublicURLs: c.PublicURLs()}
 	for _, p := range c.OAuthPeople() {
 		cfg.People = append(cfg.People, oauth.Person{Seat: p.Seat, Subject: p.Subject, Email: p.Email, Admin: p.Admin})
 	}
@@ -46,7 +47,7 @@ func (f *operator) verifyBearer(ctx context.Context, r *http.Request, token stri
 	if f.oauth == nil || !f.oauth.Enabled() {
 		return authority.Principal{}, &oauth.Refusal{Status: http.StatusUnauthorized, Code: "invalid_token", Reason: "unknown or revoked token"}
 	}
-	p, err := f.oauth.Verify(ctx, token, resourceURLs(r))
+	p, err := f.oauth.Verify(ctx, token, f.resourceURLs())
 	if err != nil {
 		ref, ok := err.(*oauth.Refusal)
 		if !ok {
@@ -64,7 +65,9 @@ func (f *operator) refuseBearer(w http.ResponseWriter, r *http.Request, ref *oau
 	f.refusals.note(slog.LevelInfo, "operator_auth_refused", ref.Reason, "path", clip(r.URL.Path), "remote", r.RemoteAddr, "status", ref.Status)
 	params := []string{`realm="crewlet"`}
 	if f.oauth != nil && f.oauth.Enabled() {
-		params = append(params, `resource_metadata="`+resourceMetadataURL(r)+`"`)
+		if meta := f.resourceMetadataURL(r); meta != "" {
+			params = append(params, `resource_metadata="`+meta+`"`)
+		}
 		if s := f.oauth.Scopes(); len(s) > 0 {
 			params = append(params, `scope="`+strings.Join(s, " ")+`"`)
 		}
@@ -87,44 +90,84 @@ func (f *operator) refuseBearer(w http.ResponseWriter, r *http.Request, ref *oau
 // the hub as a whole, and under the catalogue's path for /operator/mcp.
 // With no identity provider configured there is none to describe.
 func (f *operator) registerOAuth(mux *http.ServeMux) {
-	serve := func(resource func(*http.Request) string) http.Handler {
+	serve := func(path string) http.Handler {
 		return f.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			meta := f.oauth.Metadata(resource(r))
+			base := f.resourceBase(r)
+			meta := f.oauth.Metadata(base + path)
 			if meta == nil {
 				http.Error(w, "Not Found: this hub accepts no identity provider's tokens; its operator credentials are the company file's tokens.", http.StatusNotFound)
+				return
+			}
+			if base == "" {
+				http.Error(w, "Not Found: this hub does not know the URL it is reached at; an administrator sets api.public_url.", http.StatusNotFound)
 				return
 			}
 			auth.ProtectedResourceMetadataHandler(meta).ServeHTTP(w, r)
 		}))
 	}
-	mux.Handle(resourceMetaPath, serve(origin))
-	mux.Handle(resourceMetaPath+mcpPath, serve(func(r *http.Request) string { return origin(r) + mcpPath }))
+	mux.Handle(resourceMetaPath, serve(""))
+	mux.Handle(resourceMetaPath+mcpPath, serve(mcpPath))
 }
 
-// origin is the scheme and host the request reached the hub at. The Host
-// was checked by guard: a loopback name or one the hub was told to allow.
-func origin(r *http.Request) string {
+// resourceBases are the URLs the hub is reached at, as it was told:
+// api.public_url, or the address it listens on when that is unset. Never
+// a request's Host: a token the issuer minted for another service on
+// this machine must not be taken because its client named that service's
+// address in the Host header.
+func (f *operator) resourceBases() []string {
+	if b := f.oauth.PublicURLs(); len(b) > 0 {
+		return b
+	}
+	if f.opts.ListenURL != nil {
+		if u := strings.TrimSuffix(f.opts.ListenURL(), "/"); u != "" {
+			return []string{u}
+		}
+	}
+	return nil
+}
+
+// resourceBase is the configured URL the request reached, when its scheme
+// and Host name one; else the first configured. The request only chooses
+// among configured URLs, so nothing it writes is echoed.
+func (f *operator) resourceBase(r *http.Request) string {
+	bases := f.resourceBases()
+	if len(bases) == 0 {
+		return ""
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host
+	for _, b := range bases {
+		if u, err := url.Parse(b); err == nil && u.Scheme == scheme && strings.EqualFold(u.Host, r.Host) {
+			return b
+		}
+	}
+	return bases[0]
 }
 
 // resourceURLs are the URLs a token presented here may have been issued
-// for: the catalogue's (what MCP clients ask for) and the hub's root.
-func resourceURLs(r *http.Request) []string {
-	o := origin(r)
-	return []string{o + mcpPath, o}
+// for: each configured base's catalogue (what MCP clients ask for) and
+// the base itself.
+func (f *operator) resourceURLs() []string {
+	var out []string
+	for _, b := range f.resourceBases() {
+		out = append(out, b+mcpPath, b)
+	}
+	return out
 }
 
 // resourceMetadataURL is the metadata document that describes what the
-// request reached.
-func resourceMetadataURL(r *http.Request) string {
-	if r.URL.Path == mcpPath {
-		return origin(r) + resourceMetaPath + mcpPath
+// request reached, or nothing when the hub knows no URL of its own.
+func (f *operator) resourceMetadataURL(r *http.Request) string {
+	base := f.resourceBase(r)
+	if base == "" {
+		return ""
 	}
-	return origin(r) + resourceMetaPath
+	if r.URL.Path == mcpPath {
+		return base + resourceMetaPath + mcpPath
+	}
+	return base + resourceMetaPath
 }
 
 // quotable makes a sentence fit a quoted-string of a challenge, whose

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ var oauthUsers = []idp.User{
 	{Subject: "u-eve", Username: "eve", Password: "eve-pw", Email: "bea@example.com", Unverified: true},
 }
 
-func newOAuthRig(t *testing.T) *oauthRig {
+func newOAuthRig(t *testing.T, publicURL ...string) *oauthRig {
 	t.Helper()
 	p := idp.Start(t, "", oauthUsers...)
 	c := hubtest.NewCompany().
@@ -45,15 +46,25 @@ func newOAuthRig(t *testing.T) *oauthRig {
 		Role(`{name: Bea, handle: bea, kind: human, email: bea@example.com}`).
 		// The provider's service client acts for a person's seat too.
 		Role(fmt.Sprintf(`{name: Ops, handle: ops, kind: human, oidc_subject: %s}`, idp.ServiceClientID)).
-		AdminToken("ci", "CI_TOKEN").
+		AdminToken("ci", "CI_TOKEN").PublicURL(publicURL...).
 		OAuth(fmt.Sprintf(`{issuer: %q, required_scopes: [crewlet]}`, p.Issuer)).Parse(t)
+	// The hub is told the address it listens on once it is bound, as
+	// serve tells it.
+	var listen atomic.Pointer[string]
 	h, err := New(context.Background(), Options{Company: c, FirstParty: []FirstParty{kitServer()},
-		Env: hubtest.NewEnv(map[string]string{"CI_TOKEN": oauthAdminToken}).Lookup})
+		Env:       hubtest.NewEnv(map[string]string{"CI_TOKEN": oauthAdminToken}).Lookup,
+		ListenURL: func() string {
+			if u := listen.Load(); u != nil {
+				return *u
+			}
+			return ""
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Close() })
 	url := hubtest.Serve(t, h.Handler())
+	listen.Store(&url)
 	// The provider is set up, as a company's would be, to issue tokens
 	// for the hub's catalogue (RFC 8707).
 	p.SetAudience(url + "/operator/mcp")

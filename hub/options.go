@@ -127,6 +127,11 @@ type Options struct {
 	AllowedHosts []string
 	// AllowedOrigins are browser origins accepted beside loopback ones.
 	AllowedOrigins []string
+	// ListenURL is the scheme and address the hub listens on
+	// (http://127.0.0.1:8420), known once it is bound: the resource
+	// identity when the company sets no api.public_url. Nil or empty, the
+	// hub has none but the configured one.
+	ListenURL func() string
 	// StartupWait bounds how long New waits for the shared MCP servers'
 	// first starts; 10s if 0.
 	StartupWait time.Duration

@@ -216,6 +216,7 @@ func (c *Company) check() Violations {
 
 	c.checkAdminCredential(seatAdmin, add)
 	c.checkOAuth(add)
+	c.checkPublicURL(add)
 	tokenIDs := map[string]bool{}
 	for i, t := range c.API.Auth.Tokens {
 		p := fmt.Sprintf("api.auth.tokens[%d]", i)

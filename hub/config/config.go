@@ -168,8 +168,13 @@ type Backend struct {
 
 // API holds the operator surface's credentials and how it is served.
 type API struct {
-	Auth Auth `yaml:"auth"`
-	TLS  TLS  `yaml:"tls"`
+	// PublicURL is the URL (or the URLs) clients reach the hub at, e.g.
+	// https://hub.example.com: the resource the identity provider's tokens
+	// must be issued for, and what the hub's protected-resource document
+	// names. Unset, the address the hub listens on stands for it.
+	PublicURL URLs `yaml:"public_url"`
+	Auth      Auth `yaml:"auth"`
+	TLS       TLS  `yaml:"tls"`
 }
 
 // TLS names the certificate and key the hub serves HTTPS with; paths

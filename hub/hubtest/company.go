@@ -23,6 +23,8 @@ type Company struct {
 	servers []string
 	extra   []string
 	oauth   string
+	// publicURL is api.public_url.
+	publicURL []string
 }
 
 // NewCompany starts an empty company with one unit, core.
@@ -75,6 +77,12 @@ func (c *Company) OAuth(flow string) *Company {
 	return c
 }
 
+// PublicURL sets api.public_url, the URLs the hub is reached at.
+func (c *Company) PublicURL(urls ...string) *Company {
+	c.publicURL = append(c.publicURL, urls...)
+	return c
+}
+
 // Server adds an mcp_servers entry, as a YAML flow mapping.
 func (c *Company) Server(entry string) *Company {
 	c.servers = append(c.servers, entry)
@@ -96,8 +104,14 @@ func (c *Company) YAML() string {
 			b.WriteString("      - " + r + "\n")
 		}
 	}
+	if len(c.tokens) > 0 || c.oauth != "" || len(c.publicURL) > 0 {
+		b.WriteString("api:\n")
+	}
+	if len(c.publicURL) > 0 {
+		b.WriteString("  public_url: [" + strings.Join(c.publicURL, ", ") + "]\n")
+	}
 	if len(c.tokens) > 0 || c.oauth != "" {
-		b.WriteString("api:\n  auth:\n")
+		b.WriteString("  auth:\n")
 	}
 	if len(c.tokens) > 0 {
 		b.WriteString("    tokens:\n")

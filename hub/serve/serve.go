@@ -238,7 +238,9 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("opening the seats' OAuth grants: %w", err)
 	}
 	hopts := hub.Options{
-		Company:     company,
+		Company: company,
+		// The resource identity when api.public_url is unset.
+		ListenURL:   baseURL,
 		Env:         src.env,
 		DataDir:     storeDir(o.DataDir),
 		Logger:      log,
