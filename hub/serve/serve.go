@@ -299,7 +299,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.WriteFile(filepath.Join(o.DataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
 		return err
 	}
-	srv, ln := newHTTPServer(tel.watch(h.Handler()), ln, o.HTTP, log)
+	handler := tel.watch(h.Handler())
+	if pair != nil {
+		handler = hsts(handler)
+	}
+	srv, ln := newHTTPServer(handler, ln, o.HTTP, log)
 	served := make(chan error, 2)
 	var wg conc.WaitGroup
 	defer wg.Wait()

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/crewlet/hub/hub/config"
 )
@@ -116,4 +119,22 @@ func reloadKeyPair(k *keyPair, f TLSFiles, log *slog.Logger) {
 		return
 	}
 	log.Info("tls_reloaded", "cert_file", f.CertFile)
+}
+
+// HSTSMaxAge is how long a browser that reached the hub over HTTPS keeps
+// to HTTPS for its name: one year, the figure browsers' preload lists
+// ask of a site. Subdomains are not named: they may be other services.
+const HSTSMaxAge = 365 * 24 * time.Hour
+
+// hsts marks every answer served over TLS Strict-Transport-Security, so
+// a browser that met the hub over HTTPS never sends its session cookie or
+// a token over plain HTTP to that name again, whatever link it follows.
+func hsts(next http.Handler) http.Handler {
+	value := "max-age=" + strconv.Itoa(int(HSTSMaxAge/time.Second))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", value)
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -63,6 +63,24 @@ func (h *tlsHub) servedSerial(t *testing.T) int64 {
 	return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 }
 
+// Issue 36 (finding 10): every answer served over TLS carries
+// Strict-Transport-Security with a year's max-age: a route without a
+// token, a refusal, the protected-resource document and the screen.
+func TestHSTSOverTLS(t *testing.T) {
+	h := runTLS(t, HTTPLimits{})
+	c := h.ca.Client("")
+	for _, path := range []string{"/healthz", "/tools", "/operator/mcp", "/.well-known/oauth-protected-resource", "/settings/mcp-tools", "/nowhere"} {
+		resp, err := c.Get(h.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+			t.Errorf("GET %s over TLS answered %s with Strict-Transport-Security %q, want max-age=31536000", path, resp.Status, got)
+		}
+	}
+}
+
 // Issue 25 (TLS): `serve` with a certificate and key answers MCP clients
 // over HTTPS, HTTP/2 included; a plain HTTP request to it is refused.
 func TestServeOverTLS(t *testing.T) {
