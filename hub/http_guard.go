@@ -86,14 +86,9 @@ func (f *operator) authenticate(next http.Handler) http.Handler {
 		fields := strings.Fields(r.Header.Get("Authorization"))
 		ref := &oauth.Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token"}
 		if len(fields) == 2 && strings.EqualFold(fields[0], "bearer") {
-			// A source that sent too many wrong credentials is told to
-			// wait before this one is read (issue 26, item 3).
-			source := throttle.Source(r)
-			if wait, blocked := f.throttle.Blocked(source); blocked {
-				f.refusals.note(slog.LevelInfo, "operator_auth_refused", "too many wrong credentials from this address", "path", clip(r.URL.Path), "remote", r.RemoteAddr, "status", http.StatusTooManyRequests)
-				throttle.Refuse(w, wait)
-				return
-			}
+			// The credential is read first, always: one that verifies is
+			// never refused by the throttle, whatever else came from its
+			// address (issue 36 finding 2).
 			p, refused := f.verifyBearer(r.Context(), r, fields[1])
 			if refused == nil {
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
@@ -103,7 +98,11 @@ func (f *operator) authenticate(next http.Handler) http.Handler {
 			// good but not enough (a scope), or a provider that cannot
 			// be asked, is no guess.
 			if refused.Status == http.StatusUnauthorized {
-				f.throttle.Failed(source)
+				if wait, over := f.wrong.Failed(throttle.Source(r), authority.Digest(fields[1])); over {
+					f.refusals.note(slog.LevelInfo, "operator_auth_refused", "too many wrong credentials from this address", "path", clip(r.URL.Path), "remote", r.RemoteAddr, "status", http.StatusTooManyRequests)
+					throttle.RefuseWrong(w, refused.Reason, wait)
+					return
+				}
 			}
 			ref = refused
 		}

@@ -64,9 +64,11 @@ type operator struct {
 	operatorDeps
 
 	refusals *refusalLog
-	// throttle slows wrong credentials per source address, on the API
-	// and the screen's sign-in alike.
+	// throttle slows wrong tokens per source address at the screen's
+	// sign-in; wrong counts the API's failed credentials per source and
+	// credential (http_guard.go).
 	throttle *throttle.Throttle
+	wrong    *throttle.Credentials
 	screen   *screen.Screen
 	inflight atomic.Int64 // tools/call requests being answered
 	putMu    sync.Mutex   // one company-file edit at a time

@@ -52,7 +52,7 @@ func newOAuthRig(t *testing.T, publicURL ...string) *oauthRig {
 	// serve tells it.
 	var listen atomic.Pointer[string]
 	h, err := New(context.Background(), Options{Company: c, FirstParty: []FirstParty{kitServer()},
-		Env:       hubtest.NewEnv(map[string]string{"CI_TOKEN": oauthAdminToken}).Lookup,
+		Env: hubtest.NewEnv(map[string]string{"CI_TOKEN": oauthAdminToken}).Lookup,
 		ListenURL: func() string {
 			if u := listen.Load(); u != nil {
 				return *u

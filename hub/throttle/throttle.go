@@ -1,12 +1,18 @@
-// Package throttle slows wrong credentials down per source address: each
-// source has a bucket of wrong tries that refills at a steady rate, and a
-// source whose bucket is empty is answered "too many requests" before its
-// credential is even read, until the bucket refills. A right credential
-// takes nothing from the bucket, and a source that guesses slows only
-// itself: no credential is ever locked out for everybody, which would let
-// anyone who knows a credential's name deny its holder.
+// Package throttle slows wrong credentials down.
 //
-// A Throttle is safe for concurrent use and owns no goroutine.
+// Credentials (credential.go) is the operator API's rule: a credential is
+// always checked, one that verifies is never refused, and only failures
+// are counted, per source address and credential digest with a ceiling
+// per source, so a client that keeps sending a stale token slows only that
+// token, never a neighbour behind the same address.
+//
+// Throttle is the screen's sign-in: each source has a bucket of wrong
+// tries that refills at a steady rate, and a source whose bucket is empty
+// is answered "too many requests" before its token is read, until the
+// bucket refills. A right token takes nothing from the bucket, and a
+// source that guesses slows only itself.
+//
+// Both are safe for concurrent use and own no goroutine.
 package throttle
 
 import (
