@@ -40,13 +40,24 @@ var oauthUsers = []idp.User{
 
 func newOAuthRig(t *testing.T, publicURL ...string) *oauthRig {
 	t.Helper()
-	p := idp.Start(t, "", oauthUsers...)
-	c := hubtest.NewCompany().
-		Role(`{name: Ada, handle: ada, kind: human, admin: true, oidc_subject: u-ada}`).
-		Role(`{name: Bea, handle: bea, kind: human, email: bea@example.com}`).
+	return newOAuthRigOf(t, oauthUsers, []string{
+		`{name: Ada, handle: ada, kind: human, admin: true, oidc_subject: u-ada}`,
+		`{name: Bea, handle: bea, kind: human, email: bea@example.com}`,
 		// The provider's service client acts for a person's seat too.
-		Role(fmt.Sprintf(`{name: Ops, handle: ops, kind: human, oidc_subject: %s}`, idp.ServiceClientID)).
-		AdminToken("ci", "CI_TOKEN").PublicURL(publicURL...).
+		fmt.Sprintf(`{name: Ops, handle: ops, kind: human, oidc_subject: %s}`, idp.ServiceClientID),
+	}, publicURL...)
+}
+
+// newOAuthRigOf is the rig with the provider's users and the company's
+// roles given.
+func newOAuthRigOf(t *testing.T, users []idp.User, roles []string, publicURL ...string) *oauthRig {
+	t.Helper()
+	p := idp.Start(t, "", users...)
+	co := hubtest.NewCompany()
+	for _, r := range roles {
+		co.Role(r)
+	}
+	c := co.AdminToken("ci", "CI_TOKEN").PublicURL(publicURL...).
 		OAuth(fmt.Sprintf(`{issuer: %q, required_scopes: [crewlet]}`, p.Issuer)).Parse(t)
 	// The hub is told the address it listens on once it is bound, as
 	// serve tells it.

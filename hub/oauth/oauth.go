@@ -12,6 +12,8 @@ package oauth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/crewlet/hub/authority"
+	"github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
@@ -85,10 +88,16 @@ type Verifier struct {
 	// kept across revisions that name the same issuer, so its key set
 	// stays warm.
 	provider    *oidc.IDTokenVerifier
+	keys        *keySet
 	providerFor string
 	lastErr     error
 	lastTry     time.Time
 	discovering chan struct{}
+	// taken are the tokens verified, until they expire (cache.go).
+	taken map[[sha256.Size]byte]takenToken
+	// rev counts Set's calls: a token verified under one revision is not
+	// remembered into the next.
+	rev int
 }
 
 // New returns a verifier that reaches the provider with client (nil: a
@@ -106,6 +115,10 @@ func (v *Verifier) Set(cfg *Config) {
 	defer v.mu.Unlock()
 	v.cfg = cfg
 	v.bySub, v.byEmail = map[string]Person{}, map[string]Person{}
+	// Who a token is depends on the revision: every token is checked
+	// anew under the next.
+	clear(v.taken)
+	v.rev++
 	if cfg == nil {
 		return
 	}
@@ -114,11 +127,11 @@ func (v *Verifier) Set(cfg *Config) {
 			v.bySub[p.Subject] = p
 		}
 		if p.Email != "" {
-			v.byEmail[strings.ToLower(p.Email)] = p
+			v.byEmail[foldEmail(p.Email)] = p
 		}
 	}
 	if cfg.Issuer != v.providerFor {
-		v.provider, v.providerFor, v.lastErr, v.lastTry = nil, "", nil, time.Time{}
+		v.provider, v.keys, v.providerFor, v.lastErr, v.lastTry = nil, nil, "", nil, time.Time{}
 	}
 }
 
@@ -170,19 +183,28 @@ func (v *Verifier) Metadata(resource string) *oauthex.ProtectedResourceMetadata 
 // token: its scopes (RFC 9068 "scope", or the "scp" some providers write)
 // and the person's e-mail.
 type tokenClaims struct {
-	Scope         string `json:"scope"`
-	Scp           any    `json:"scp"`
-	Email         string `json:"email"`
-	EmailVerified any    `json:"email_verified"`
+	Scope         string      `json:"scope"`
+	Scp           any         `json:"scp"`
+	Email         string      `json:"email"`
+	EmailVerified any         `json:"email_verified"`
+	NotBefore     json.Number `json:"nbf"`
 }
 
 // Verify checks a bearer token presented to the hub at one of resources
 // (the URLs it may have been issued for) and returns the principal it acts
 // as. A refusal is a *Refusal.
 func (v *Verifier) Verify(ctx context.Context, raw string, resources []string) (authority.Principal, error) {
-	verifier, cfg, err := v.verifier(ctx)
+	verifier, keys, cfg, err := v.verifier(ctx)
 	if err != nil {
 		return authority.Principal{}, err
+	}
+	digest, rev := sha256.Sum256([]byte(raw)), v.revision()
+	if p, ok := v.cached(digest, keys, cfg.Audience, resources); ok {
+		return p, nil
+	}
+	kid, ref := accessTokenHeader(raw)
+	if ref != nil {
+		return authority.Principal{}, ref
 	}
 	tok, err := verifier.Verify(ctx, raw)
 	if err != nil {
@@ -207,6 +229,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string, resources []string) (
 	if err := tok.Claims(&c); err != nil {
 		return authority.Principal{}, &Refusal{http.StatusUnauthorized, "invalid_token", "the token's claims cannot be read: " + err.Error()}
 	}
+	if ref := timely(v.now(), tok.IssuedAt, c.NotBefore); ref != nil {
+		return authority.Principal{}, ref
+	}
 	have := scopesOf(c)
 	var missing []string
 	for _, s := range cfg.Scopes {
@@ -223,7 +248,9 @@ func (v *Verifier) Verify(ctx context.Context, raw string, resources []string) (
 		return authority.Principal{}, &Refusal{http.StatusForbidden, "",
 			fmt.Sprintf("the token's subject %q names no person's seat in this company; an administrator sets oidc_subject (or email) on the person's role", tok.Subject)}
 	}
-	return authority.Principal{TokenID: CredentialPrefix + tok.Subject, Seat: p.Seat, Admin: p.Admin}, nil
+	principal := authority.Principal{TokenID: CredentialPrefix + tok.Subject, Seat: p.Seat, Admin: p.Admin}
+	v.remember(digest, rev, takenToken{principal: principal, aud: tok.Audience, kid: kid, until: tok.Expiry.Add(ClockSkew)})
+	return principal, nil
 }
 
 func (v *Verifier) person(sub string, c tokenClaims) (Person, bool) {
@@ -234,7 +261,7 @@ func (v *Verifier) person(sub string, c tokenClaims) (Person, bool) {
 	}
 	// An e-mail the provider did not verify is only what its holder typed.
 	if c.Email != "" && verified(c.EmailVerified) {
-		p, ok := v.byEmail[strings.ToLower(c.Email)]
+		p, ok := v.byEmail[foldEmail(c.Email)]
 		return p, ok
 	}
 	return Person{}, false
@@ -243,23 +270,23 @@ func (v *Verifier) person(sub string, c tokenClaims) (Person, bool) {
 // verifier returns the provider's token verifier, discovering the provider
 // on first use: a hub starts whether or not its provider answers, and a
 // provider that comes up later is found then.
-func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, Config, error) {
+func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, *keySet, Config, error) {
 	for {
 		v.mu.Lock()
 		if v.cfg == nil {
 			v.mu.Unlock()
-			return nil, Config{}, &Refusal{http.StatusUnauthorized, "invalid_token", "this hub accepts no identity provider's tokens"}
+			return nil, nil, Config{}, &Refusal{http.StatusUnauthorized, "invalid_token", "this hub accepts no identity provider's tokens"}
 		}
 		cfg := *v.cfg
 		if v.provider != nil {
-			p := v.provider
+			p, keys := v.provider, v.keys
 			v.mu.Unlock()
-			return p, cfg, nil
+			return p, keys, cfg, nil
 		}
 		if v.lastErr != nil && v.now().Sub(v.lastTry) < retryDiscovery {
 			err := v.lastErr
 			v.mu.Unlock()
-			return nil, cfg, unreachable(cfg.Issuer, err)
+			return nil, nil, cfg, unreachable(cfg.Issuer, err)
 		}
 		if wait := v.discovering; wait != nil {
 			v.mu.Unlock()
@@ -267,7 +294,7 @@ func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, Config,
 			case <-wait:
 				continue
 			case <-ctx.Done():
-				return nil, cfg, unreachable(cfg.Issuer, ctx.Err())
+				return nil, nil, cfg, unreachable(cfg.Issuer, ctx.Err())
 			}
 		}
 		done := make(chan struct{})
@@ -277,32 +304,63 @@ func (v *Verifier) verifier(ctx context.Context) (*oidc.IDTokenVerifier, Config,
 		// The provider keeps this context's client for its key set's
 		// later fetches, so it is not the request's context.
 		var idv *oidc.IDTokenVerifier
+		var keys *keySet
 		p, err := oidc.NewProvider(oidc.ClientContext(context.Background(), v.client), cfg.Issuer)
 		if err == nil {
-			idv = v.tokenVerifier(p)
+			idv, keys, err = v.tokenVerifier(p, cfg.Issuer)
 		}
 		v.mu.Lock()
 		v.discovering = nil
 		if v.cfg != nil && v.cfg.Issuer == cfg.Issuer {
-			v.provider, v.providerFor, v.lastErr, v.lastTry = idv, cfg.Issuer, err, v.now()
+			v.provider, v.keys, v.providerFor, v.lastErr, v.lastTry = idv, keys, cfg.Issuer, err, v.now()
 		}
 		v.mu.Unlock()
 		close(done)
 		if err != nil {
-			return nil, cfg, unreachable(cfg.Issuer, err)
+			return nil, nil, cfg, unreachable(cfg.Issuer, err)
 		}
 	}
 }
 
-func (v *Verifier) tokenVerifier(p *oidc.Provider) *oidc.IDTokenVerifier {
-	// Verifier, not VerifierContext: the provider's one key set, which
-	// VerifierContext would make anew for each verifier.
-	return p.Verifier(&oidc.Config{
+func (v *Verifier) tokenVerifier(p *oidc.Provider, issuer string) (*oidc.IDTokenVerifier, *keySet, error) {
+	var meta struct {
+		JWKS string   `json:"jwks_uri"`
+		Algs []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err := p.Claims(&meta); err != nil {
+		return nil, nil, err
+	}
+	if meta.JWKS == "" {
+		return nil, nil, errors.New("its discovery document names no jwks_uri")
+	}
+	var algs []string
+	var joseAlgs []jose.SignatureAlgorithm
+	for _, a := range meta.Algs {
+		if asymmetric[a] {
+			algs, joseAlgs = append(algs, a), append(joseAlgs, jose.SignatureAlgorithm(a))
+		}
+	}
+	if len(algs) == 0 {
+		algs, joseAlgs = []string{oidc.RS256}, []jose.SignatureAlgorithm{jose.RS256}
+	}
+	// The key set is the hub's own, not go-oidc's remote one, which reads
+	// the provider's keys again on every token it cannot verify.
+	keys := newKeySet(v.client, meta.JWKS, joseAlgs, v.now)
+	return oidc.NewVerifier(issuer, keys, &oidc.Config{
 		// The audience is the resource's, checked below against the
-		// request, not an OAuth client's id.
-		SkipClientIDCheck: true,
-		Now:               func() time.Time { return v.now().Add(-ClockSkew) },
-	})
+		// hub's configured URLs, not an OAuth client's id.
+		SkipClientIDCheck:    true,
+		SupportedSigningAlgs: algs,
+		Now:                  func() time.Time { return v.now().Add(-ClockSkew) },
+	}), keys, nil
+}
+
+// asymmetric are the signing algorithms a provider's published keys can
+// verify; a shared-secret one (HS256) or none never is.
+var asymmetric = map[string]bool{
+	oidc.RS256: true, oidc.RS384: true, oidc.RS512: true,
+	oidc.ES256: true, oidc.ES384: true, oidc.ES512: true,
+	oidc.PS256: true, oidc.PS384: true, oidc.PS512: true, oidc.EdDSA: true,
 }
 
 func unreachable(issuer string, err error) *Refusal {

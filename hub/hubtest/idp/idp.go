@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,6 +64,8 @@ type User struct {
 type Provider struct {
 	Issuer string
 	store  *store
+	// keyFetches counts GET /keys.
+	keyFetches atomic.Int64
 }
 
 // Start runs a provider on loopback until the test ends. Its tokens name
@@ -79,10 +82,56 @@ func Start(t testing.TB, audience string, users ...User) *Provider {
 		lifetime: 5 * time.Minute,
 	}
 	s.rotate()
-	srv.Config.Handler = exampleop.SetupServer(issuer, s, nil, false)
+	p := &Provider{Issuer: issuer, store: s}
+	op := exampleop.SetupServer(issuer, s, nil, false)
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/keys" {
+			p.keyFetches.Add(1)
+		}
+		op.ServeHTTP(w, r)
+	})
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &Provider{Issuer: issuer, store: s}
+	return p
+}
+
+// KeyFetches counts the requests for the provider's published key set.
+func (p *Provider) KeyFetches() int64 { return p.keyFetches.Load() }
+
+// Forge signs claims with the provider's current key under the JOSE type
+// typ (none if empty), for what a provider's own grants never issue: a
+// token dated ahead, as a provider whose clock runs fast signs it, or a
+// token of another type (a logout token, a DPoP proof) its key signed
+// for another purpose. iss is the provider's unless claims name one.
+func (p *Provider) Forge(t testing.TB, typ string, claims map[string]any) string {
+	t.Helper()
+	p.store.mu.Lock()
+	k := p.store.key
+	p.store.mu.Unlock()
+	opts := (&jose.SignerOptions{}).WithHeader("kid", k.id)
+	if typ != "" {
+		opts = opts.WithType(jose.ContentType(typ))
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.key}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := claims["iss"]; !ok {
+		claims["iss"] = p.Issuer
+	}
+	body, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := signer.Sign(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // SetAudience changes the audience of the tokens issued from now on.
