@@ -5,9 +5,11 @@
 // the person's seat it names, and describes the hub as a protected resource
 // (RFC 9728) so that an MCP client can find where to sign in.
 //
-// It holds no token parsing of its own: go-oidc verifies the JWT and keeps
-// the provider's key set, fetching it anew when a token names a key it does
-// not hold, which is how a key rotation at the provider is followed.
+// go-oidc verifies the JWT against the hub's own key set (keys.go), which
+// reads the provider's keys anew when a token names a key it does not
+// hold, a bounded number of times per issuer, which is how a key rotation
+// at the provider is followed. A token that verified is remembered until
+// it expires (cache.go); its type and dates are read as claims.go says.
 package oauth
 
 import (
