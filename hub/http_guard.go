@@ -47,12 +47,23 @@ func (f *operator) hostAllowed(host string) bool {
 			return true
 		}
 	}
+	// The URLs the company says the hub is reached at name it too.
+	for _, b := range f.publicURLs() {
+		if u, err := url.Parse(b); err == nil && strings.EqualFold(u.Host, host) {
+			return true
+		}
+	}
 	return false
 }
 
 func (f *operator) originAllowed(origin string) bool {
 	for _, a := range f.opts.AllowedOrigins {
 		if strings.EqualFold(strings.TrimSuffix(a, "/"), strings.TrimSuffix(origin, "/")) {
+			return true
+		}
+	}
+	for _, b := range f.publicURLs() {
+		if u, err := url.Parse(b); err == nil && strings.EqualFold(u.Scheme+"://"+u.Host, strings.TrimSuffix(origin, "/")) {
 			return true
 		}
 	}

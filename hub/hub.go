@@ -233,6 +233,7 @@ func (h *Hub) Apply(c *config.Company) error {
 	}
 	h.tokens.Replace(entries)
 	h.oauth.Set(oauthConfig(c))
+	h.operator.setPublicURLs(c.PublicURLs())
 	h.clean.SetSecrets(slices.Collect(maps.Keys(h.given)))
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)

@@ -69,6 +69,8 @@ type operator struct {
 	// credential (http_guard.go).
 	throttle *throttle.Throttle
 	wrong    *throttle.Credentials
+	// public is the revision's api.public_url (operator_oauth.go).
+	public   atomic.Pointer[[]string]
 	screen   *screen.Screen
 	inflight atomic.Int64 // tools/call requests being answered
 	putMu    sync.Mutex   // one company-file edit at a time

@@ -105,4 +105,17 @@ func TestOAuthAudienceFromPublicURL(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, `"resource":"`+public+`/operator/mcp"`) {
 		t.Fatalf("the metadata: %d %s", status, body)
 	}
+	// A proxy in front passes the public name as the Host: the hub was
+	// told that name, so the rebinding guard lets it through.
+	r.idp.SetAudience(public + "/operator/mcp")
+	tok, err = r.idp.ServiceToken(ctx, "crewlet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := r.getAs(t, "hub.example.com", "/tools", tok); status != http.StatusOK {
+		t.Fatalf("Host hub.example.com with it as the public URL: %d %s", status, body)
+	}
+	if status, _, _ := r.getAs(t, "other.example.com", "/tools", tok); status != http.StatusForbidden {
+		t.Fatalf("Host other.example.com: %d, want the guard's 403", status)
+	}
 }

@@ -31,7 +31,7 @@ func oauthConfig(c *config.Company) *oauth.Config {
 	if o == nil {
 		return nil
 	}
-	cfg := &oauth.Config{Issuer: o.Issuer, Audience: o.Audience, Scopes: append([]string(nil), o.RequiredScopes...), PublicURLs: c.PublicURLs()}
+	cfg := &oauth.Config{Issuer: o.Issuer, Audience: o.Audience, Scopes: append([]string(nil), o.RequiredScopes...)}
 	for _, p := range c.OAuthPeople() {
 		cfg.People = append(cfg.People, oauth.Person{Seat: p.Seat, Subject: p.Subject, Email: p.Email, Admin: p.Admin})
 	}
@@ -115,13 +115,24 @@ func (f *operator) registerOAuth(mux *http.ServeMux) {
 // this machine must not be taken because its client named that service's
 // address in the Host header.
 func (f *operator) resourceBases() []string {
-	if b := f.oauth.PublicURLs(); len(b) > 0 {
+	if b := f.publicURLs(); len(b) > 0 {
 		return b
 	}
 	if f.opts.ListenURL != nil {
 		if u := strings.TrimSuffix(f.opts.ListenURL(), "/"); u != "" {
 			return []string{u}
 		}
+	}
+	return nil
+}
+
+// setPublicURLs takes the revision's api.public_url.
+func (f *operator) setPublicURLs(urls []string) { f.public.Store(&urls) }
+
+// publicURLs are the URLs the company says the hub is reached at.
+func (f *operator) publicURLs() []string {
+	if p := f.public.Load(); p != nil {
+		return *p
 	}
 	return nil
 }

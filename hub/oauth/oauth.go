@@ -38,9 +38,6 @@ type Config struct {
 	Audience string
 	Scopes   []string
 	People   []Person
-	// PublicURLs are the URLs the company says the hub is reached at
-	// (api.public_url), without a trailing slash.
-	PublicURLs []string
 }
 
 // Person is a seat a token can act as: by its subject, or by the e-mail the
@@ -152,16 +149,6 @@ func (v *Verifier) Scopes() []string {
 		return nil
 	}
 	return append([]string(nil), v.cfg.Scopes...)
-}
-
-// PublicURLs are the configured URLs the hub is reached at.
-func (v *Verifier) PublicURLs() []string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.cfg == nil {
-		return nil
-	}
-	return append([]string(nil), v.cfg.PublicURLs...)
 }
 
 // Metadata is the protected-resource document (RFC 9728) for resource, the
