@@ -18,7 +18,6 @@ package throttle
 import (
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -112,11 +111,4 @@ func Source(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
-}
-
-// Refuse answers a blocked source: 429 with how many seconds to wait.
-func Refuse(w http.ResponseWriter, wait time.Duration) {
-	secs := int(wait/time.Second) + 1
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	http.Error(w, "Too many wrong credentials from this address: wait "+strconv.Itoa(secs)+" s before the next try.", http.StatusTooManyRequests)
 }
