@@ -3,8 +3,9 @@
 // server and its login form, so tests of the hub as an OAuth resource
 // server (issue 26) meet discovery, a published key set, the client
 // credentials grant and the authorization code grant with PKCE as a
-// company's identity provider serves them. No token is made here: the
-// provider signs every one.
+// company's identity provider serves them. The provider signs every token
+// with its own key: its grants issue them, and Forge only for what no
+// grant of it issues (dates ahead, another JOSE type).
 //
 // What the example storage decides for a demo, the provider here decides
 // as a company's provider would be set up for the hub: access tokens are
