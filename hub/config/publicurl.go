@@ -42,7 +42,8 @@ func (c *Company) PublicURLs() []string {
 
 // checkPublicURL refuses a public URL a client could not be sent to: the
 // resource identity is compared exactly, so it must be an absolute http(s)
-// URL with no query, fragment or credentials.
+// URL with no query, fragment or credentials; and with no path, since the
+// hub's routes and its RFC 9728 document are served at the root.
 func (c *Company) checkPublicURL(add func(string, ...any)) {
 	seen := map[string]bool{}
 	for i, raw := range c.API.PublicURL {
@@ -56,6 +57,8 @@ func (c *Company) checkPublicURL(add func(string, ...any)) {
 			add("%s: %q is not an absolute http(s) URL such as https://hub.example.com", p, raw)
 		case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 			add("%s: %q has credentials, a query or a fragment; the hub's URL has none", p, raw)
+		case u.Path != "" && u.Path != "/":
+			add("%s: %q has a path; the hub serves its routes at the root, so its URL is scheme and host alone", p, raw)
 		case u.Port() != "" && !allDigits(u.Port()):
 			add("%s: %q has a port that is not a number", p, raw)
 		case seen[strings.TrimSuffix(raw, "/")]:
