@@ -13,8 +13,9 @@ import (
 
 // stdioGuard reads a stdio child's output for the SDK's reader, a line at
 // a time. A line that answers a call of the hub's (its id says so) with
-// JSON nested past the SDK's bound would end the SDK's session as a broken
-// connection; it goes to the call, refused as unreadable, instead.
+// JSON nested past the SDK's bound, or with a line that is not JSON, would
+// end the SDK's session as a broken connection and the child with it; it
+// goes to the call, refused as unreadable, instead.
 // Everything else reaches the SDK as the server wrote it.
 type stdioGuard struct {
 	src     *bufio.Reader
@@ -83,21 +84,40 @@ func (g *stdioGuard) next() ([]byte, error) {
 	return g.line, err
 }
 
-// take hands a call's over-deep answer to the call; false for any other
-// line.
+// take hands a call's answer that the SDK cannot read (nested past its
+// bound, or not JSON) to the call, refused; false for any other line.
 func (g *stdioGuard) take(line []byte) bool {
-	if !bytes.Contains(line, []byte(`"`+callPrefix)) || depth(line) <= rawjson.MaxDepth {
+	if !bytes.Contains(line, []byte(`"`+callPrefix)) {
 		return false
 	}
-	var id string
-	if json.Unmarshal(lenientID(line), &id) != nil || !strings.HasPrefix(id, callPrefix) {
+	var why string
+	if levels := depth(line); levels > rawjson.MaxDepth {
+		why = nestedWhy(levels)
+	} else if !json.Valid(line) {
+		// The SDK's decoder, which reads a stream and not lines, would
+		// fail on it and end the session, or read on into the next line.
+		why = notJSON
+	} else {
+		return false
+	}
+	// The id is read by the scan, which keeps no stack and reads a line
+	// that is not JSON as far as it goes: encoding/json gives up past
+	// 10,000 levels, and a line it could not read went to the SDK, which
+	// ended the child's session over it (issue 36).
+	var top topMembers
+	top.feed(line)
+	id, ok := top.callAnswered()
+	if !ok {
 		return false
 	}
 	// Kept from the SDK even where the call is no longer waiting (it was
 	// cancelled): the SDK's session made no such request.
-	g.refuse(id, &UnreadableError{Why: nestedWhy(depth(line))})
+	g.refuse(id, &UnreadableError{Why: why})
 	return true
 }
+
+// notJSON is why a stdio answer that does not parse is refused.
+const notJSON = "a line that is not well-formed JSON"
 
 // topMembers reads, from a message fed to it in pieces, as much of its
 // top level as tells a call's answer: a string id and whether it has a
@@ -183,18 +203,4 @@ func (t *topMembers) endString() {
 func (t *topMembers) callAnswered() (string, bool) {
 	id := string(t.id)
 	return id, !t.method && strings.HasPrefix(id, callPrefix)
-}
-
-// lenientID reads the top-level id of a response Go's decoder can read
-// (the SDK's, with its bound on nesting, could not): enough to tell whose
-// answer it was. nil when even that fails, or for a request.
-func lenientID(msg []byte) []byte {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method json.RawMessage `json:"method"`
-	}
-	if json.Unmarshal(msg, &m) != nil || m.Method != nil {
-		return nil
-	}
-	return m.ID
 }

@@ -158,6 +158,9 @@ func serveLegacy() {
 	// text as its result, byte for byte, however malformed; with
 	// UPSTREAM_CALLS_FILE set, each tools/call is noted there first.
 	rawResult, rawSet := os.LookupEnv("UPSTREAM_RAW_RESULT")
+	// With UPSTREAM_RAW_ONCE set too, only the first tools/call is
+	// answered so, the next ones as usual.
+	rawOnce := os.Getenv("UPSTREAM_RAW_ONCE") != ""
 	callsFile := os.Getenv("UPSTREAM_CALLS_FILE")
 	wedged := os.Getenv("UPSTREAM_TEST_WEDGED") != ""
 	// With UPSTREAM_SIZED set, a tools/call is answered with one text of
@@ -214,6 +217,7 @@ func serveLegacy() {
 				line := append([]byte(`{"jsonrpc":"2.0","id":`), req.ID...)
 				line = append(append(append(line, `,"result":`...), rawResult...), "}\n"...)
 				_, _ = os.Stdout.Write(line)
+				rawSet = !rawOnce
 				continue
 			}
 			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "legacy answer"}}}

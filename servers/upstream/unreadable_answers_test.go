@@ -145,3 +145,38 @@ func TestLogLinesBeforeAnUnreadableAnswerArrive(t *testing.T) {
 		}
 	}
 }
+
+// Issue 36 finding 5: a stdio answer nested past the depth Go's own
+// decoder reads (10,000 levels), or not JSON at all, is refused for that
+// call like a shallower one, and the child stays up: same pid, no
+// server_exited, and its next call is answered. The hub's guard once read
+// such an answer's id with encoding/json, which gave up past 10,000
+// levels, or let a malformed line through: the SDK took either for a
+// broken connection and ended the child.
+func TestUnreadableStdioAnswerKeepsTheChild(t *testing.T) {
+	for _, a := range []struct{ name, result, why string }{
+		{"deep-9000", deepResult(9000), "nested 9003 levels deep"},
+		{"deep-20000", deepResult(20000), "nested 20003 levels deep"},
+		{"malformed", `{"content":[{"type":"text","text":"half"}`, "not well-formed JSON"},
+	} {
+		t.Run(a.name, func(t *testing.T) {
+			spec := testSpec(t, "legacy", map[string]string{"UPSTREAM_RAW_RESULT": a.result, "UPSTREAM_RAW_ONCE": "1"})
+			in, logs := startTest(t, spec, func(o *Options) { o.Schedule = &Schedule{Base: time.Hour, Jitter: -1} })
+			waitState(t, in, StateRunning, 10*time.Second)
+			pid := in.childPID()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, _, err := in.CallRaw(ctx, "old_tool", json.RawMessage(`{}`))
+			cancel()
+			wantUnreadable(t, err, a.why)
+			if text, err := callText(t, in, "old_tool", `{}`); err != nil || text != "legacy answer" {
+				t.Fatalf("the call after the unreadable answer: %q %v", text, err)
+			}
+			if got := in.childPID(); got != pid {
+				t.Fatalf("the child was restarted (pid %d, then %d)", pid, got)
+			}
+			if ev := logs.events("server_exited"); len(ev) > 0 {
+				t.Fatalf("the child was taken for exited: %v", ev)
+			}
+		})
+	}
+}
