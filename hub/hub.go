@@ -52,7 +52,9 @@ type Hub struct {
 	endLife context.CancelFunc
 
 	applyMu sync.Mutex
-	// given is every value any revision has handed out, under applyMu.
+	// given is every value the hub redacts: every value any revision has
+	// handed out and every grant token the minter has held, under givenMu.
+	givenMu   sync.Mutex
 	given     map[string]bool
 	closeOnce sync.Once
 }
@@ -222,19 +224,10 @@ func (h *Hub) Apply(c *config.Company) error {
 		secrets = append(secrets, h.opts.Redact()...)
 	}
 	secrets = append(secrets, c.ReferencedValues(h.opts.Env)...)
-	// A value stays redacted for the hub's life once a revision gave it
-	// out: a child of the revision before may still say a credential that
-	// was just rotated away while it is being stopped.
-	if h.given == nil {
-		h.given = map[string]bool{}
-	}
-	for _, v := range secrets {
-		h.given[v] = true
-	}
+	h.redactAlso(secrets...)
 	h.tokens.Replace(entries)
 	h.oauth.Set(oauthConfig(c))
 	h.operator.setPublicURLs(c.PublicURLs())
-	h.clean.SetSecrets(slices.Collect(maps.Keys(h.given)))
 	h.dir.Store(c.Directory())
 	h.cfg.Store(c)
 	h.servers.reconcile(c)
@@ -244,6 +237,29 @@ func (h *Hub) Apply(c *config.Company) error {
 	h.operator.changes.changed()
 	h.log.Info("company_applied", "seats", len(h.dir.Load().Seats()), "operator_tokens", len(entries))
 	return nil
+}
+
+// redactAlso adds values to the one set the hub redacts wherever it
+// redacts a ${VAR} value: results, notes, errors, stderr and its log
+// (the log handler reads the same sanitiser). A value stays in the set for
+// the hub's life: a child of the revision before may still say a
+// credential that was just rotated away while it is being stopped, and a
+// server may still say a grant's token after it was renewed.
+func (h *Hub) redactAlso(values ...string) {
+	h.givenMu.Lock()
+	defer h.givenMu.Unlock()
+	if h.given == nil {
+		h.given = map[string]bool{}
+	}
+	added := false
+	for _, v := range values {
+		if v != "" && !h.given[v] {
+			h.given[v], added = true, true
+		}
+	}
+	if added {
+		h.clean.SetSecrets(slices.Collect(maps.Keys(h.given)))
+	}
 }
 
 // check refuses a revision that would file two tools under one name, as

@@ -25,7 +25,7 @@ func (h *Hub) newGrants() *grants.Minter {
 		return nil
 	}
 	return grants.New(grants.Options{Vault: h.opts.Grants, Logger: h.log.With("component", "oauth_grants"),
-		Changed: h.grantChanged})
+		Changed: h.grantChanged, Held: h.redactAlso})
 }
 
 // grantChanged reconciles the seat whose grant arrived, was refused or

@@ -125,6 +125,7 @@ func (m *Minter) Complete(ctx context.Context, a Answer, check func(binding stri
 		m.refuse(p.server, p.seat, why)
 		return p.server, p.seat, errors.New(why)
 	}
+	m.opts.Held(tok.AccessToken, tok.RefreshToken)
 	rec := p.rec
 	rec.AccessToken, rec.RefreshToken, rec.TokenType, rec.Expiry, rec.Issued = tok.AccessToken, tok.RefreshToken, tok.TokenType, tok.Expiry, time.Now()
 	if err := m.seal(p.server, p.seat, rec); err != nil {

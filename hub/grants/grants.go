@@ -97,6 +97,11 @@ type Options struct {
 	// Changed is told that a seat's grant arrived, was refused or lapsed:
 	// the hub reconciles the seat's children then. It must not block long.
 	Changed func(server, seat string)
+	// Held is told the tokens of a grant (access and refresh) as the
+	// minter comes to hold them: received, read back from the vault, or
+	// renewed, before any request carries them, so the hub redacts them
+	// wherever it redacts a configured secret. It must not block long.
+	Held func(tokens ...string)
 	// PendingTTL bounds how long an authorization may take; 10 minutes if
 	// zero.
 	PendingTTL time.Duration
@@ -135,6 +140,9 @@ func New(o Options) *Minter {
 	}
 	if o.Changed == nil {
 		o.Changed = func(string, string) {}
+	}
+	if o.Held == nil {
+		o.Held = func(...string) {}
 	}
 	if o.PendingTTL <= 0 {
 		o.PendingTTL = 10 * time.Minute
@@ -186,6 +194,7 @@ func (m *Minter) grant(server, seat string) *seatGrant {
 		m.opts.Logger.Error("oauth_grant_unreadable", "server", server, "seat", seat)
 		return nil
 	}
+	m.opts.Held(rec.AccessToken, rec.RefreshToken)
 	g := &seatGrant{server: server, seat: seat, rec: rec}
 	m.live[k] = g
 	m.scheduleLocked(g)
@@ -283,6 +292,7 @@ func (m *Minter) refresh(g *seatGrant) {
 		m.mu.Unlock()
 		return
 	}
+	m.opts.Held(tok.AccessToken, tok.RefreshToken)
 	next := rec
 	next.AccessToken, next.TokenType, next.Expiry, next.Issued = tok.AccessToken, tok.TokenType, tok.Expiry, time.Now()
 	if tok.RefreshToken != "" {

@@ -290,6 +290,8 @@ type store struct {
 	web map[string]*storage.Client
 	// secrets are the web clients' secrets.
 	secrets map[string]string
+	// opaqueWeb makes the web clients' access tokens opaque (OpaqueTokens).
+	opaqueWeb bool
 }
 
 func (s *store) rotate() {
@@ -325,7 +327,11 @@ func (s *store) GetClientByClientID(ctx context.Context, id string) (op.Client, 
 	w := s.web[id]
 	s.mu.Unlock()
 	if w != nil {
-		return jwtClient{storage.RedirectGlobsClient(w)}, nil
+		c := jwtClient{storage.RedirectGlobsClient(w)}
+		if s.opaque() {
+			return opaqueClient{c}, nil
+		}
+		return c, nil
 	}
 	c, err := s.Storage.GetClientByClientID(ctx, id)
 	if err != nil {
@@ -392,6 +398,30 @@ func (jwtClient) IsScopeAllowed(string) bool          { return true }
 func (jwtClient) RestrictAdditionalAccessTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
+
+// opaqueClient issues access tokens opaque to their holder, as many
+// providers do: zitadel's are encrypted (JWE, five parts), which no
+// credential shape covers whole.
+type opaqueClient struct{ jwtClient }
+
+func (opaqueClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeBearer }
+
+func (s *store) opaque() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opaqueWeb
+}
+
+// OpaqueTokens makes the access tokens of the web clients (AddWebClient)
+// opaque: a server they are for asks the provider's userinfo endpoint
+// whose a token is (ProtectedServer does).
+func (p *Provider) OpaqueTokens() {
+	p.store.mu.Lock()
+	defer p.store.mu.Unlock()
+	p.store.opaqueWeb = true
+}
+
+func (p *Provider) opaque() bool { return p.store.opaque() }
 
 // forResource is an authorization request whose tokens are for the hub.
 type forResource struct {
