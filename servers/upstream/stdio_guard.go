@@ -93,9 +93,11 @@ func (g *stdioGuard) take(line []byte) bool {
 	var why string
 	if levels := depth(line); levels > rawjson.MaxDepth {
 		why = nestedWhy(levels)
-	} else if !json.Valid(line) {
+	} else if bytes.HasSuffix(line, []byte("\n")) && !json.Valid(line) {
 		// The SDK's decoder, which reads a stream and not lines, would
 		// fail on it and end the session, or read on into the next line.
+		// A line the output ended in the middle of is not one: the child
+		// exited mid-answer, and the session ends as it should.
 		why = notJSON
 	} else {
 		return false
