@@ -49,13 +49,16 @@ type flight struct {
 	call context.Context
 }
 
-// flights tracks the calls in flight. The protocol ties a progress
-// notification to its call by token, but a log line or a server-to-client
-// request carries nothing that names the call it belongs to. With one call
-// in flight that call is the one; with several the hub does not guess,
-// because a guess would show one client what another's call asked (a
-// sampling prompt, an elicitation) and answer for it: such a request is
-// refused and such a log line dropped.
+// flights tracks the calls in flight. What a server sends while calls run
+// reaches only the call it belongs to (issue 36): a message that came on a
+// call's own response stream (streamable HTTP) is that call's; otherwise
+// the progress token the hub gave the call, in the message's _meta (or a
+// progress notification's own token), names it. A message that names no
+// call reaches no client, however many calls are in flight, even one: a
+// log line written late for one caller's call would otherwise be shown to
+// the next caller (a shared server's notes, its sampling prompts and its
+// elicitations). Such a log line or progress notification goes to the
+// hub's log (server_note_unrouted); such a request is refused.
 type flights struct {
 	mu   sync.Mutex
 	next int
@@ -88,23 +91,10 @@ func (fs *flights) remove(f *flight) {
 	}
 }
 
-// only returns the one call in flight, or why there is none to hand a
-// message to.
-func (fs *flights) only() (*flight, error) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	switch {
-	case len(fs.list) > 1:
-		return nil, errAmbiguous
-	case len(fs.list) == 0 || fs.list[0].d == nil:
-		return nil, errNoClient
-	}
-	return fs.list[0], nil
-}
-
+// byToken is the call the hub gave the progress token tok, nil for none.
 func (fs *flights) byToken(tok any) *flight {
 	s, ok := tok.(string)
-	if !ok {
+	if !ok || s == "" {
 		return nil
 	}
 	fs.mu.Lock()
@@ -155,8 +145,8 @@ func ask[R any](ctx context.Context, f *flight, do func(context.Context) (R, err
 }
 
 var (
-	errNoClient  = errors.New("no client of the hub is waiting on a call to this server, so there is nobody to ask")
-	errAmbiguous = errors.New("several clients' calls to this server are in flight and the request names none of them, so the hub will not guess whose client to ask")
+	errNoClient = errors.New("no client of the hub is waiting on the call this request belongs to, so there is nobody to ask")
+	errUnrouted = errors.New("the request names no call of the hub's (it came on no call's own stream and carries no progress token the hub gave a call), so the hub asks no client: it will not guess whose call it belongs to")
 )
 
 // clientOptions wires an upstream session's notifications and requests to
@@ -179,16 +169,16 @@ func (i *Instance) clientOptions() *mcp.ClientOptions {
 	}
 }
 
-// sample hands a server's sampling request to the client of the one call
-// in flight.
+// sample hands a server's sampling request that came on no call's own
+// stream to the client of the call its _meta names.
 func (i *Instance) sample(ctx context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	return i.sampleFor(ctx, nil, p)
 }
 
 // sampleFor hands a sampling request to the client of flight f, or, with
-// f nil, of the one call in flight.
+// f nil, of the call its _meta names.
 func (i *Instance) sampleFor(ctx context.Context, f *flight, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
-	f, err := i.flightFor(f)
+	f, err := i.flightFor(f, p.Meta)
 	if err != nil {
 		i.log.Warn("server_request_undelivered", "method", "sampling/createMessage", "error", err.Error())
 		return nil, err
@@ -200,14 +190,14 @@ func (i *Instance) sampleFor(ctx context.Context, f *flight, p *mcp.CreateMessag
 	return res, err
 }
 
-// elicit hands a server's elicitation request to the client of the one
-// call in flight, as the server wrote it.
+// elicit hands a server's elicitation request that came on no call's own
+// stream to the client of the call its _meta names, as the server wrote it.
 func (i *Instance) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	return i.elicitFor(ctx, nil, p)
 }
 
 func (i *Instance) elicitFor(ctx context.Context, f *flight, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
-	f, err := i.flightFor(f)
+	f, err := i.flightFor(f, p.Meta)
 	if err != nil {
 		i.log.Warn("server_request_undelivered", "method", "elicitation/create", "error", err.Error())
 		return nil, err
@@ -220,15 +210,20 @@ func (i *Instance) elicitFor(ctx context.Context, f *flight, p *mcp.ElicitParams
 }
 
 // roots answers a server's roots/list with the roots of the client of the
-// one call in flight; with no call in flight the hub has none of its own
-// to offer.
+// call it belongs to; for a request that belongs to no client's call the
+// hub answers the roots it has of its own, none: no client's roots are
+// shown for another's call.
 func (i *Instance) roots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
 	return i.rootsFor(ctx, nil, p)
 }
 
 func (i *Instance) rootsFor(ctx context.Context, f *flight, p *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
-	f, err := i.flightFor(f)
-	if errors.Is(err, errNoClient) {
+	var meta mcp.Meta
+	if p != nil {
+		meta = p.Meta
+	}
+	f, err := i.flightFor(f, meta)
+	if errors.Is(err, errNoClient) || errors.Is(err, errUnrouted) {
 		return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil
 	}
 	if err != nil {
@@ -239,11 +234,14 @@ func (i *Instance) rootsFor(ctx context.Context, f *flight, p *mcp.ListRootsPara
 }
 
 // flightFor is the call a server's message belongs to: f where the message
-// itself says so (it came on that call's own response stream, or in its
-// result), otherwise the one call in flight.
-func (i *Instance) flightFor(f *flight) (*flight, error) {
+// came on that call's own response stream or in its result, otherwise the
+// call whose progress token the message's _meta carries (meta), or none
+// (errUnrouted): never a guess, such as the one call in flight.
+func (i *Instance) flightFor(f *flight, meta map[string]any) (*flight, error) {
 	if f == nil {
-		return i.flights.only()
+		if f = i.flights.byToken(meta["progressToken"]); f == nil {
+			return nil, errUnrouted
+		}
 	}
 	if f.d == nil {
 		return nil, errNoClient
@@ -278,9 +276,9 @@ func (i *Instance) notifyFor(on *flight, method string, params json.RawMessage) 
 		if json.Unmarshal(params, &p) != nil {
 			return
 		}
-		f, err := i.flightFor(on)
+		f, err := i.flightFor(on, p.Meta)
 		if err != nil {
-			i.log.Debug("server_log_undelivered", "error", err.Error())
+			i.unrouted(method, string(p.Level), err == errNoClient)
 			return
 		}
 		_ = f.d.Log(ctx, &p)
@@ -290,12 +288,25 @@ func (i *Instance) notifyFor(on *flight, method string, params json.RawMessage) 
 			return
 		}
 		f := i.flights.byToken(p.ProgressToken)
-		if f == nil {
+		if f == nil || f.d == nil {
+			i.unrouted(method, "", f != nil)
 			return
 		}
 		p.ProgressToken = f.d.ProgressToken()
 		_ = f.d.Progress(ctx, &p)
 	}
+}
+
+// unrouted writes to the hub's log that a server's note reached no
+// client: its method and level, never its text, which is the server's
+// for a call's client alone. agent is set for a note of a call made for
+// no client (an agent's turn).
+func (i *Instance) unrouted(method, level string, agent bool) {
+	reason := "it came on no call's own stream and names no call by a progress token the hub gave"
+	if agent {
+		reason = "its call was made for no client"
+	}
+	i.log.Info("server_note_unrouted", "method", method, "level", level, "reason", reason)
 }
 
 // Features are what a server offers beside tools.

@@ -6,38 +6,37 @@ import (
 	"testing"
 )
 
-type nopDownstream struct{ Downstream }
-
-func (nopDownstream) ProgressToken() any { return nil }
-
-// Server-initiated messages go to the one call in flight; with several, the
-// hub refuses to guess, so no client is shown another's request.
-func TestFlightsOnlyWhenUnambiguous(t *testing.T) {
-	var fs flights
-	if _, err := fs.only(); !errors.Is(err, errNoClient) {
+// Issue 36 finding 3: a server's message that came on no call's stream
+// belongs to the call whose progress token it carries, and to none
+// otherwise, even with one call in flight: never a guess.
+func TestFlightForNamesTheCall(t *testing.T) {
+	in := &Instance{}
+	if _, err := in.flightFor(nil, nil); !errors.Is(err, errUnrouted) {
 		t.Fatalf("no flight: %v", err)
 	}
-	a := fs.add(context.Background(), nopDownstream{})
-	if f, err := fs.only(); err != nil || f != a {
-		t.Fatalf("one flight: %v %v", f, err)
+	a := in.flights.add(context.Background(), tokenDownstream{})
+	if _, err := in.flightFor(nil, nil); !errors.Is(err, errUnrouted) {
+		t.Fatalf("one flight, a message naming none: %v", err)
 	}
-	b := fs.add(context.Background(), nopDownstream{})
-	if _, err := fs.only(); !errors.Is(err, errAmbiguous) {
-		t.Fatalf("two flights: %v", err)
+	b := in.flights.add(context.Background(), tokenDownstream{})
+	for _, f := range []*flight{a, b} {
+		if got, err := in.flightFor(nil, map[string]any{"progressToken": f.token}); err != nil || got != f {
+			t.Fatalf("by token %q: %v %v", f.token, got, err)
+		}
 	}
-	fs.remove(a)
-	if f, err := fs.only(); err != nil || f != b {
-		t.Fatalf("back to one: %v %v", f, err)
+	if _, err := in.flightFor(nil, map[string]any{"progressToken": "crewlet-999"}); !errors.Is(err, errUnrouted) {
+		t.Fatalf("a token of no call: %v", err)
 	}
-	// A call made for no client (an agent's) counts too: its server's
-	// request is never handed to the other call's client.
-	agent := fs.add(context.Background(), nil)
-	if _, err := fs.only(); !errors.Is(err, errAmbiguous) {
-		t.Fatalf("a client's call beside an agent's: %v", err)
+	// A call made for no client (an agent's): nobody to hand it to.
+	agent := in.flights.add(context.Background(), nil)
+	if _, err := in.flightFor(agent, nil); !errors.Is(err, errNoClient) {
+		t.Fatalf("an agent's call: %v", err)
 	}
-	fs.remove(b)
-	if _, err := fs.only(); !errors.Is(err, errNoClient) {
-		t.Fatalf("an agent's call alone: %v", err)
-	}
-	fs.remove(agent)
+	in.flights.remove(a)
+	in.flights.remove(b)
+	in.flights.remove(agent)
 }
+
+type tokenDownstream struct{ Downstream }
+
+func (tokenDownstream) ProgressToken() any { return "p" }

@@ -58,9 +58,15 @@ func addRigTools(s *mcp.Server) {
 		})
 	// A tool that asks its caller's client for a sampling, on the call's
 	// own stream, and answers what it got.
+	// Over stdio the request names its call by the call's progress token
+	// in its _meta, where the call has one.
 	mcp.AddTool(s, &mcp.Tool{Name: "ask_sampling", Description: "asks the client to sample"},
 		func(ctx context.Context, req *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, any, error) {
-			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 10,
+			var meta mcp.Meta
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				meta = mcp.Meta{"progressToken": tok}
+			}
+			res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{Meta: meta, MaxTokens: 10,
 				Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "say hi"}}}})
 			if err != nil {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "sampling failed: " + err.Error()}}}, nil, nil
@@ -70,6 +76,31 @@ func addRigTools(s *mcp.Server) {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "sampled no text"}}}, nil, nil
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sampled: " + text.Text}}}, nil, nil
+		})
+	// A tool whose server writes a log line that names no request (as a
+	// job of another caller's writes one late), then answers.
+	mcp.AddTool(s, &mcp.Tool{Name: "stray_note", Description: "logs a line that names no request"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in textOut) (*mcp.CallToolResult, textOut, error) {
+			err := req.Session.Log(context.Background(), &mcp.LoggingMessageParams{Level: "info", Data: in.Text})
+			return nil, textOut{Text: "noted"}, err
+		})
+	// A tool whose log line names its call by the call's progress token,
+	// in its _meta, and not by the call's stream.
+	mcp.AddTool(s, &mcp.Tool{Name: "token_note", Description: "logs a line naming its call by progress token"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in textOut) (*mcp.CallToolResult, textOut, error) {
+			p := &mcp.LoggingMessageParams{Level: "info", Data: in.Text}
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				p.Meta = mcp.Meta{"progressToken": tok}
+			}
+			err := req.Session.Log(context.Background(), p)
+			return nil, textOut{Text: "noted"}, err
+		})
+	// A tool that answers only once its call is cancelled: a call held
+	// in flight beside another.
+	mcp.AddTool(s, &mcp.Tool{Name: "until_cancelled", Description: "answers once cancelled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ noArgs) (*mcp.CallToolResult, textOut, error) {
+			<-ctx.Done()
+			return nil, textOut{Text: "cancelled"}, nil
 		})
 	// A tool whose arguments travel in headers too (x-mcp-header,
 	// SEP-2243), which a 2026-07-28 server checks against the body; it
@@ -141,6 +172,20 @@ func startRig(t *testing.T, modern bool, faults map[string]fault) *rig {
 			case <-ctx.Done():
 			}
 			return nil, textOut{Text: "released"}, nil
+		})
+	// stray_note, answering once released: over HTTP its line comes on
+	// the session's own stream, and the call is still in flight when it
+	// arrives.
+	mcp.AddTool(s, &mcp.Tool{Name: "stray_note_held", Description: "logs a line that names no request, answers once released"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in textOut) (*mcp.CallToolResult, textOut, error) {
+			if err := req.Session.Log(context.Background(), &mcp.LoggingMessageParams{Level: "info", Data: in.Text}); err != nil {
+				return nil, textOut{}, err
+			}
+			select {
+			case <-g.release:
+			case <-ctx.Done():
+			}
+			return nil, textOut{Text: "noted"}, nil
 		})
 	// 2026-07-28 has no sessions: the SDK serves it statelessly only.
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: modern})
@@ -220,6 +265,7 @@ var revisions = map[string]bool{"2025-11-25": false, "2026-07-28": true}
 type scripted struct {
 	sample func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	token  any // the client's progress token, nil for none
 }
 
 func (s *scripted) Log(context.Context, *mcp.LoggingMessageParams) error            { return nil }
@@ -239,7 +285,7 @@ func (s *scripted) Elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.Elicit
 func (s *scripted) ListRoots(context.Context, *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
 	return &mcp.ListRootsResult{Roots: []*mcp.Root{}}, nil
 }
-func (s *scripted) ProgressToken() any { return nil }
+func (s *scripted) ProgressToken() any { return s.token }
 
 // wantUnreadable checks a call refused as the server's unreadable answer:
 // the server's own failure (a JSON-RPC error), never the server being down

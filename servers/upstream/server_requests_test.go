@@ -20,7 +20,8 @@ func sampled(text string) func(context.Context, *mcp.CreateMessageParams) (*mcp.
 }
 
 // Issue 25 defect 4: a call whose client never answers the server's
-// sampling request (a client that hung up) ends at its bound all the same;
+// sampling request (a client that hung up) ends at its bound all the same
+// (over stdio and SSE the request names its call by progress token);
 // the server's request is answered with an error, the call leaves the
 // flights, and the next call's sampling reaches its own client.
 func TestAbandonedSamplingEndsWithItsCall(t *testing.T) {
@@ -42,7 +43,7 @@ func abandonSampling(t *testing.T, in *Instance) {
 	gone := make(chan struct{})
 	t.Cleanup(func() { close(gone) })
 	// A client that hung up: it never answers, and heeds no context.
-	deaf := &scripted{sample: func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	deaf := &scripted{token: "deaf", sample: func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 		asked <- struct{}{}
 		<-gone
 		return nil, errors.New("gone")
@@ -69,7 +70,7 @@ func abandonSampling(t *testing.T, in *Instance) {
 	if left != 0 {
 		t.Fatalf("%d flights left after the call ended", left)
 	}
-	ctx2, cancel2 := context.WithTimeout(WithDownstream(context.Background(), &scripted{sample: sampled("hi")}), 10*time.Second)
+	ctx2, cancel2 := context.WithTimeout(WithDownstream(context.Background(), &scripted{token: "next", sample: sampled("hi")}), 10*time.Second)
 	defer cancel2()
 	raw, _, err := in.CallRaw(ctx2, "ask_sampling", json.RawMessage(`{}`))
 	if err != nil || !strings.Contains(string(raw), "sampled: hi") {

@@ -335,7 +335,7 @@ func metaMembers(params []byte) []byte {
 // serverRequest answers a request a server sends while a tool call runs on
 // a session revision, as the SDK's client would answer it: through the
 // client of the call f when the request came on that call's own response
-// stream, else of the one call in flight (f nil).
+// stream, else (f nil) of the call its _meta names by progress token.
 func (i *Instance) serverRequest(ctx context.Context, f *flight, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case "ping":
