@@ -23,7 +23,9 @@ const (
 	// it (TestReadTimeoutBoundsTheRequestNotTheAnswer).
 	defaultReadTimeout = 60 * time.Second
 	defaultIdleTimeout = 30 * time.Second
-	defaultMaxConns    = 512
+	// fallbackMaxConns caps connections when the open-file limit cannot
+	// be read; otherwise the cap is a share of it (connCapFor).
+	fallbackMaxConns = 512
 	// maxHeaderBytes: a bearer token and the MCP headers fit many times
 	// over; a megabyte of Host (the standard library's default) does not
 	// need to be read to be refused.
@@ -35,7 +37,8 @@ type HTTPLimits struct {
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
-	// MaxConns is how many connections are served at once.
+	// MaxConns is how many connections are served at once; by default
+	// three quarters of the open-file limit (connCapFor).
 	MaxConns int
 }
 
@@ -50,7 +53,7 @@ func (l *HTTPLimits) ensureDefaults() {
 		l.IdleTimeout = defaultIdleTimeout
 	}
 	if l.MaxConns <= 0 {
-		l.MaxConns = defaultMaxConns
+		l.MaxConns = connCapFor(openFileLimit())
 	}
 }
 

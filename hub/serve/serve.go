@@ -299,6 +299,12 @@ func Run(ctx context.Context, o Options) error {
 	if err := os.WriteFile(filepath.Join(o.DataDir, "listen-addr"), []byte(addr+"\n"), 0o600); err != nil {
 		return err
 	}
+	nofile, err := raiseFileLimit()
+	if err != nil {
+		log.Warn("file_limit_not_raised", "error", err.Error(), "open_file_limit", nofile)
+	}
+	o.HTTP.ensureDefaults()
+	log.Info("connection_cap", "max_conns", o.HTTP.MaxConns, "open_file_limit", nofile)
 	handler := tel.watch(h.Handler())
 	if pair != nil {
 		handler = hsts(handler)
