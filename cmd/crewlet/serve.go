@@ -44,7 +44,7 @@ func serveCommand() *cli.Command {
 	leaseTTL := fs.Duration("lease-ttl", state.DefaultLeaseTTL, "how long a seat's lease lives without a renewal (whole seconds)")
 	heartbeat := fs.Duration("heartbeat", state.DefaultHeartbeat, "how often a node of a fleet renews its leases and publishes its heartbeat")
 	sessionIdle := fs.Duration("session-idle", hub.DefaultSessionIdle, "close a 2025 MCP session no request has used for this long")
-	maxConns := fs.Int("max-conns", 0, "serve at most this many HTTP connections at once (each 2025 session's event stream holds one); 0: three quarters of the open-file limit")
+	maxConns := fs.Int("max-conns", 0, "serve at most this many HTTP connections at once (each 2025 session's event stream holds one; one past it is answered 503); 0: three quarters of the open-file limit")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS (HTTP/2 included) with this certificate `FILE` (PEM); with --tls-key; re-read on SIGHUP")
 	tlsKey := fs.String("tls-key", "", "the private key `FILE` (PEM) of --tls-cert")
 	metricsListen := fs.String("metrics-listen", "", "also serve GET /metrics on this `ADDR`, without a token (the operator listener serves it behind the token)")

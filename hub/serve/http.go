@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,7 +14,7 @@ import (
 // connection, so none may be held for free: a connection that sends no
 // request header in time, a body that never finishes, and a keep-alive
 // connection left idle are all closed, and no more than a bounded number
-// are open at once (further ones wait in the kernel's queue).
+// are open at once (further ones are answered 503 at once: overflow.go).
 const (
 	defaultReadHeaderTimeout = 10 * time.Second
 	// defaultReadTimeout bounds reading a whole request, body included.
@@ -72,5 +73,15 @@ func newHTTPServer(h http.Handler, ln net.Listener, l HTTPLimits, log *slog.Logg
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          hub.ServerErrorLog(log),
 	}
-	return srv, newLimitListener(ln, l.MaxConns)
+	// The TLS configuration is read when a connection past the cap is to
+	// be answered (in Accept, on the serving goroutine): the caller sets it
+	// after this returns, before serving. Serve over plain HTTP fills in a
+	// configuration of its own for HTTP/2, with no certificate: only one
+	// that has a certificate is HTTPS.
+	return srv, newLimitListener(ln, l.MaxConns, func() *tls.Config {
+		if c := srv.TLSConfig; c != nil && (c.GetCertificate != nil || len(c.Certificates) > 0 || c.GetConfigForClient != nil) {
+			return c
+		}
+		return nil
+	})
 }

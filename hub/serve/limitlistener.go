@@ -1,61 +1,60 @@
 package serve
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
+	"time"
 )
 
-// limitListener accepts at most n connections at once; the next Accept
-// waits until one of them is closed. It does what
-// golang.org/x/net/netutil.LimitListener does, and exists because that
-// one's connections hide the TCP connection's CloseWrite (golang/go#64830
-// asks to export its type; as of x/net v0.63.0 it is still hidden):
-// net/http ends a connection it will not read further — a head past
-// MaxHeaderBytes answered 431, a body it gave up on — with CloseWrite and
-// a linger, so the client reads the answer and a FIN. Without CloseWrite
-// it closes outright with the client's bytes unread, the kernel answers
-// with a reset, and the client may lose the answer
+// limitListener serves at most n connections at once; a connection past
+// them is answered 503 at once and closed (overflow.go), never left in the
+// kernel's queue: a 2025 session's event stream lasts as long as the
+// session, so a client queued behind n of them would wait for good.
+//
+// It counts as golang.org/x/net/netutil.LimitListener does, and exists
+// because that one's connections hide the TCP connection's CloseWrite
+// (golang/go#64830 asks to export its type; as of x/net v0.63.0 it is
+// still hidden): net/http ends a connection it will not read further — a
+// head past MaxHeaderBytes answered 431, a body it gave up on — with
+// CloseWrite and a linger, so the client reads the answer and a FIN.
+// Without CloseWrite it closes outright with the client's bytes unread,
+// the kernel answers with a reset, and the client may lose the answer
 // (TestHTTPServerAnswersAnOversizedHead431).
 type limitListener struct {
 	net.Listener
-	sem       chan struct{}
-	closeOnce sync.Once
-	done      chan struct{} // closed by Close
+	sem chan struct{}
+	// overflow counts the 503 answers in flight; past overflowInFlight a
+	// connection is closed at once, so a flood cannot pile goroutines.
+	overflow chan struct{}
+	// tlsConfig, when it returns a configuration, is the HTTPS one: a
+	// connection past the cap shakes hands before it reads its 503.
+	tlsConfig func() *tls.Config
+	// answerWithin bounds one 503 answer whole (overflowDeadline).
+	answerWithin time.Duration
 }
 
-func newLimitListener(ln net.Listener, n int) net.Listener {
-	return &limitListener{Listener: ln, sem: make(chan struct{}, n), done: make(chan struct{})}
+func newLimitListener(ln net.Listener, n int, tlsConfig func() *tls.Config) net.Listener {
+	return &limitListener{Listener: ln, sem: make(chan struct{}, n),
+		overflow: make(chan struct{}, overflowInFlight), tlsConfig: tlsConfig, answerWithin: overflowDeadline}
 }
 
+// Accept hands back the next connection within the cap, answering those
+// past it on the way.
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		// Closed while waiting for a slot: the inner Accept fails now.
-		// Should it hand back a connection all the same, none is served,
-		// so close it rather than leave its client hanging.
-		for {
-			c, err := l.Listener.Accept()
-			if err != nil {
-				return nil, err
-			}
-			c.Close()
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+		default:
+			l.refuse(c)
 		}
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-// Close closes the listener and wakes an Accept waiting for a slot.
-func (l *limitListener) Close() error {
-	err := l.Listener.Close()
-	l.closeOnce.Do(func() { close(l.done) })
-	return err
 }
 
 // limitConn gives its slot back when closed, once however often it is
