@@ -5,15 +5,20 @@ import "syscall"
 // raiseFileLimit raises the process's soft open-file limit to its hard
 // limit and returns the soft limit then in force. Every connection holds
 // a descriptor, so the soft limit is what the connection cap is sized by.
-// Go's os package already raises it at start on most Unix systems; doing
-// it here as well makes the figure the hub reports the one in force, and
-// keeps the raise should a build or a parent lower it again.
+//
+// Go's syscall package already raises it at start, to one below the hard
+// limit, and hands a child it starts the original soft limit again (a
+// child using select(2), or closing every descriptor up to the limit,
+// needs the small one). Any call to Setrlimit ends that hand-back for
+// good, so a limit Go has raised is left as it is: the one descriptor
+// below the hard limit is not worth every stdio child's limit. Only where
+// Go did not raise it (it could not read it, say) is it raised here.
 func raiseFileLimit() (uint64, error) {
 	var l syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
 		return 0, err
 	}
-	if l.Cur < l.Max {
+	if l.Cur+1 < l.Max {
 		want := l
 		want.Cur = l.Max
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
