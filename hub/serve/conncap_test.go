@@ -110,7 +110,7 @@ func overCapIs503(t *testing.T, br *bufio.Reader, n int) {
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || secs <= 0 {
 		t.Fatalf("the 503's Retry-After is %q, want whole seconds", resp.Header.Get("Retry-After"))
 	}
-	if want := fmt.Sprintf("at most %d connections", n); !strings.Contains(string(body), want) || !strings.Contains(string(body), "--max-conns") {
+	if want := "at most " + count(n, "connection", "connections"); !strings.Contains(string(body), want) || !strings.Contains(string(body), "--max-conns") {
 		t.Fatalf("the 503's body %q does not name the cap (%q) and --max-conns", body, want)
 	}
 	rest, err := io.ReadAll(br)

@@ -67,9 +67,9 @@ func answerOverCap(c net.Conn, n int, cfg *tls.Config, within time.Duration) {
 	if _, err := http.ReadRequest(br); err != nil {
 		return
 	}
-	body := fmt.Sprintf("This hub serves at most %d connections at once and all are in use; try again in %d s. "+
+	body := fmt.Sprintf("This hub serves at most %s at once and all are in use; try again in %d s. "+
 		"The operator raises the cap with crewlet serve --max-conns N (by default it is three quarters of the open-file limit).\n",
-		n, overflowRetryAfter)
+		count(n, "connection", "connections"), overflowRetryAfter)
 	fmt.Fprintf(rw, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"+
 		"Retry-After: %d\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", overflowRetryAfter, len(body), body)
 	if tc != nil {
