@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
@@ -98,21 +100,46 @@ func (s *stateSeal) cipher() (cipher.AEAD, error) {
 }
 
 // stateBinding is what a sealed state is bound to, as additional data: the
-// caller's seat and credential, the server, and the tool by the hub's name
-// and the server's.
-func stateBinding(caller authority.Caller, e Entry) []byte {
+// caller's seat and credential, the server, the tool by the hub's name and
+// the server's, and the call's arguments. A follow-up is the call that
+// asked, retried with its client's answers (SEP-2322): the same arguments.
+// A state brought back with other arguments would have the server finish,
+// with the answers the client gave for one request, a request nobody was
+// asked about, and could be brought back again and again with any
+// arguments (issue 36, Why 10); bound to the arguments it opens for the
+// one call it belongs to, with no record kept anywhere, so a fleet needs
+// none either.
+func stateBinding(caller authority.Caller, e Entry, args json.RawMessage) []byte {
 	b := []byte("crewlet requestState\x00")
 	for _, part := range []string{caller.Seat, caller.OperatorID, string(e.Source), e.upstream, e.Name} {
 		b = append(append(b, part...), 0)
 	}
-	return b
+	sum := argsDigest(args)
+	return append(b, sum[:]...)
+}
+
+// argsDigest digests a call's arguments as their value, not their bytes: a
+// client that writes its retry's arguments with other spacing, key order
+// or escapes sends the same arguments. Numbers are kept as written.
+func argsDigest(args json.RawMessage) [sha256.Size]byte {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if len(bytes.TrimSpace(args)) == 0 || dec.Decode(&v) != nil {
+		return sha256.Sum256(args)
+	}
+	canon, err := json.Marshal(v)
+	if err != nil {
+		return sha256.Sum256(args)
+	}
+	return sha256.Sum256(canon)
 }
 
 // seal wraps a server's own requestState ("" for none) for the caller's
 // follow-up to e. The state is encrypted as well as bound: what a server
 // keeps in it is the server's, and a secret in it never reaches the client
 // in any encoding.
-func (s *stateSeal) seal(caller authority.Caller, e Entry, state string) (string, error) {
+func (s *stateSeal) seal(caller authority.Caller, e Entry, args json.RawMessage, state string) (string, error) {
 	aead, err := s.cipher()
 	if err != nil {
 		return "", err
@@ -121,14 +148,14 @@ func (s *stateSeal) seal(caller authority.Caller, e Entry, state string) (string
 	if _, err := rand.Read(nonce); err != nil {
 		return "", err
 	}
-	sealed := aead.Seal(nonce, nonce, []byte(state), stateBinding(caller, e))
+	sealed := aead.Seal(nonce, nonce, []byte(state), stateBinding(caller, e, args))
 	return sealedStatePrefix + base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
 // open unwraps a sealed state the caller brought to e, answering the
 // server's own; ok is false for anything the hub did not seal for this
 // caller and this tool.
-func (s *stateSeal) open(caller authority.Caller, e Entry, sealed string) (state string, ok bool) {
+func (s *stateSeal) open(caller authority.Caller, e Entry, args json.RawMessage, sealed string) (state string, ok bool) {
 	aead, err := s.cipher()
 	if err != nil {
 		return "", false
@@ -142,7 +169,7 @@ func (s *stateSeal) open(caller authority.Caller, e Entry, sealed string) (state
 		return "", false
 	}
 	n := aead.NonceSize()
-	plain, err := aead.Open(nil, raw[:n], raw[n:], stateBinding(caller, e))
+	plain, err := aead.Open(nil, raw[:n], raw[n:], stateBinding(caller, e, args))
 	if err != nil {
 		return "", false
 	}
@@ -153,7 +180,7 @@ func (s *stateSeal) open(caller authority.Caller, e Entry, sealed string) (state
 // on to the server: the client's answers and the server's own state. A
 // state that does not open for this caller and this tool, or answers
 // without the state they go with, is refused invalid.
-func (r *Router) roundIn(caller authority.Caller, e Entry, round *clientRound) (*upstream.ClientRounds, *authority.Refusal) {
+func (r *Router) roundIn(caller authority.Caller, e Entry, args json.RawMessage, round *clientRound) (*upstream.ClientRounds, *authority.Refusal) {
 	switch {
 	case round.state == "" && round.responses == nil:
 		return noAnswers, nil
@@ -162,11 +189,11 @@ func (r *Router) roundIn(caller authority.Caller, e Entry, round *clientRound) (
 			"The call carries inputResponses without a requestState: answers to a server's input requests go back with the requestState of the answer that asked, unchanged. "+
 				"Call %q again without inputResponses to start over.", e.Name).WithData("argument", "requestState")
 	}
-	state, ok := r.seal.open(caller, e, round.state)
+	state, ok := r.seal.open(caller, e, args, round.state)
 	if !ok {
 		return nil, authority.Refuse(authority.Invalid,
-			"The call's requestState is not one the hub gave this caller for %q: a follow-up with a client's input must carry, unchanged and with the same credential, "+
-				"the requestState of the input_required answer of the same tool (one given before the hub restarted is no longer good). "+
+			"The call's requestState is not one the hub gave this caller for %q with these arguments: a follow-up with a client's input must carry, unchanged and with the same credential, "+
+				"the requestState of the input_required answer of the same tool, and that call's arguments (one given before the hub restarted is no longer good). "+
 				"Call %q again without inputResponses and requestState to start over.", e.Name, e.Name).WithData("argument", "requestState")
 	}
 	return &upstream.ClientRounds{Responses: round.responses, State: state}, nil
@@ -180,7 +207,7 @@ var noAnswers = &upstream.ClientRounds{}
 // the server wrote it, where the server's state is read as it wrote it.
 // An answer that asks for input always carries a sealed state, the
 // server's own or none: the follow-up is bound either way.
-func (r *Router) roundOut(caller authority.Caller, e Entry, raw []byte, op *sanitize.OnePass) error {
+func (r *Router) roundOut(caller authority.Caller, e Entry, args json.RawMessage, raw []byte, op *sanitize.OnePass) error {
 	// The state as the SDK's client reads it (keys matched exactly,
 	// escapes decoded, the last of two): the sanitiser has read the answer
 	// as that client would, so it decodes, and such an answer is rare and
@@ -189,7 +216,7 @@ func (r *Router) roundOut(caller authority.Caller, e Entry, raw []byte, op *sani
 	if err := json.Unmarshal(raw, &read); err != nil {
 		return err
 	}
-	sealed, err := r.seal.seal(caller, e, read.RequestState)
+	sealed, err := r.seal.seal(caller, e, args, read.RequestState)
 	if err != nil {
 		return err
 	}

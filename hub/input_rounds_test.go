@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -144,10 +145,12 @@ func TestInputRequestsReachA2026Client(t *testing.T) {
 }
 
 // The request state a 2026-07-28 client gets with a server's input
-// requests is bound to the caller and the tool: brought to another tool,
-// by another seat's credential, changed, or left out beside answers, the
-// follow-up is refused invalid and nothing reaches the server. The same
-// state brought back as given completes the call.
+// requests is bound to the caller, the tool and the call's arguments:
+// brought to another tool, by another seat's credential, with other
+// arguments (issue 36, Why 10: a state could be reused any number of
+// times so), changed, or left out beside answers, the follow-up is
+// refused invalid and nothing reaches the server. The same state brought
+// back as given, with the call's arguments, completes the call.
 func TestInputRoundStateIsBound(t *testing.T) {
 	up := newAskingUpstream(t)
 	th := keyedHub(t, "asking", up.url)
@@ -159,7 +162,8 @@ func TestInputRoundStateIsBound(t *testing.T) {
 	answers := mcp.InputResponseMap{"ok": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "forged"}}}
 	for _, fast := range []bool{true, false} {
 		th.operator.noFast.Store(!fast)
-		first, err := ada.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirm", Arguments: map[string]any{}})
+		args := map[string]any{"n": 1, "item": "CORE-1"}
+		first, err := ada.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirm", Arguments: args})
 		if err != nil || !first.NeedsInput() || first.InputRequests["ok"] == nil {
 			t.Fatalf("fast=%v: the first answer did not ask for input: %v %s", fast, err, resultJSON(t, first))
 		}
@@ -175,15 +179,18 @@ func TestInputRoundStateIsBound(t *testing.T) {
 			cs    *mcp.ClientSession
 			tool  string
 			state string
+			args  any
 		}{
-			{"brought to another tool", ada, "other", state},
-			{"brought by another seat", ci, "confirm", state},
-			{"changed", ada, "confirm", string(tampered)},
-			{"forged", ada, "confirm", sealedStatePrefix + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
-			{"the server's own", ada, "confirm", upState + " confirm"},
-			{"left out beside answers", ada, "confirm", ""},
+			{"brought to another tool", ada, "other", state, args},
+			{"brought by another seat", ci, "confirm", state, args},
+			{"brought with other arguments", ada, "confirm", state, map[string]any{"n": 2, "item": "CORE-1"}},
+			{"brought with no arguments", ada, "confirm", state, map[string]any{}},
+			{"changed", ada, "confirm", string(tampered), args},
+			{"forged", ada, "confirm", sealedStatePrefix + "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", args},
+			{"the server's own", ada, "confirm", upState + " confirm", args},
+			{"left out beside answers", ada, "confirm", "", args},
 		} {
-			res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{},
+			res, err := c.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.tool, Arguments: c.args,
 				InputResponses: answers, RequestState: c.state})
 			if err != nil || !res.IsError || res.Meta[servers.MetaRefusal] != string(authority.Invalid) || !strings.Contains(hubtest.Text(res), "requestState") {
 				t.Errorf("fast=%v: a state %s was not refused invalid: %v %s", fast, c.why, err, resultJSON(t, res))
@@ -192,7 +199,8 @@ func TestInputRoundStateIsBound(t *testing.T) {
 				t.Errorf("fast=%v: a state %s reached the server: %+v", fast, c.why, calls)
 			}
 		}
-		res, err := ada.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirm", Arguments: map[string]any{},
+		// The same arguments, written in another order: the same call.
+		res, err := ada.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirm", Arguments: json.RawMessage(`{"item":"CORE-1", "n":1}`),
 			InputResponses: mcp.InputResponseMap{"ok": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "mine"}}}, RequestState: state})
 		if err != nil || res.IsError || hubtest.Text(res) != "confirm confirmed: accept mine" {
 			t.Errorf("fast=%v: the state as given did not complete the call: %v %s", fast, err, resultJSON(t, res))

@@ -130,7 +130,7 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 		// A client on 2026-07-28 answers a server's input requests in a
 		// call of its own: what it brings back is checked here, after the
 		// call was decided as any call is, and before anything is sent.
-		rounds, ref := r.roundIn(caller, e, round)
+		rounds, ref := r.roundIn(caller, e, args, round)
 		if ref != nil {
 			return r.refuse(ctx, name, caller, ref), e.Source
 		}
@@ -210,7 +210,7 @@ func (r *Router) call(ctx context.Context, reg Registry, caller authority.Caller
 			// The server asks the client for input (SEP-2322): the
 			// client gets its requests, sanitised, and the hub's sealed
 			// state in place of the server's.
-			if err := r.roundOut(caller, e, raw, &op); err != nil {
+			if err := r.roundOut(caller, e, args, raw, &op); err != nil {
 				r.log.ErrorContext(ctx, "input_round_unsealable", "tool", name, "error", err.Error())
 				return answer{res: servers.Refused(authority.Internal())}, e.Source
 			}
