@@ -34,6 +34,7 @@ func newOperator(d operatorDeps) *operator {
 		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return f.complete(ctx, req)
 		},
+		SetCacheable:       cacheScope,
 		SubscribeHandler:   func(ctx context.Context, req *mcp.SubscribeRequest) error { return f.subscribe(ctx, req) },
 		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error { return f.unsubscribe(ctx, req) },
 	})
@@ -67,6 +68,24 @@ func newOperator(d operatorDeps) *operator {
 	f.stateful = f.sdkAuth(mcp.NewStreamableHTTPHandler(get, opts(false)))
 	f.stateless = f.sdkAuth(mcp.NewStreamableHTTPHandler(get, opts(true)))
 	return f
+}
+
+// cacheScope says who may cache a 2026-07-28 list or read (its cacheScope;
+// issue 36, finding 11). Every answer of /operator/mcp is given to a
+// bearer token, and those of the lists and reads depend on it: the
+// catalogue is the company's as that credential is offered it, and a
+// server's resources and prompts are read through links that can carry a
+// seat's own credentials. A cache shared by several callers must never
+// hand one caller's answer to another, so they are private, whatever the
+// server behind wrote. server/discover alone is public: its answer is the
+// hub's capabilities, revisions and instructions, built from the hub's
+// options alone, the same for any caller.
+func cacheScope(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
+	if _, discover := req.(*mcp.ServerRequest[*mcp.DiscoverParams]); discover {
+		c.CacheScope = "public"
+		return
+	}
+	c.CacheScope = "private"
 }
 
 // syncTools mirrors the catalogue into the SDK server, which is what lists
