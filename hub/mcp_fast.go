@@ -274,6 +274,7 @@ func (f *operator) response(id []byte, a answer, modern bool) ([]byte, error) {
 		op := *a.onePass
 		if modern {
 			op.Meta = withServerInfo(op.Meta, f.serverInfo)
+			op.Complete, op.Protocol = resultTypeOf(op.Protocol)
 		}
 		b = op.AppendJSON(b)
 		return append(b, '}'), nil
@@ -288,7 +289,7 @@ func (f *operator) response(id []byte, a answer, modern bool) ([]byte, error) {
 		if _, ok := out.Meta[mcp.MetaKeyServerInfo]; !ok {
 			out.Meta[mcp.MetaKeyServerInfo] = f.impl
 		}
-		res = &out
+		res = typedResult(&out)
 	}
 	body, err := json.Marshal(res)
 	if err != nil {

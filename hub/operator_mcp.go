@@ -190,8 +190,9 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 	}
 	// Log lines, progress and requests an upstream server sends while it
 	// serves the call go back to this session.
+	modern := false
 	if req.Session != nil {
-		modern := takesInputRounds(req.Session)
+		modern = takesInputRounds(req.Session)
 		ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, sessionDownstream{ss: req.Session, token: req.Params.GetProgressToken(), call: ctx, modern: modern}))
 		if modern {
 			// A server's input requests go to the client in the answer,
@@ -201,7 +202,11 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 		}
 	}
 	ctx = withCallHeader(ctx, req.Extra)
-	return f.router.CallForPerson(ctx, CompanyRegistry(f.company), p.Caller(), req.Params.Name, args)
+	res := f.router.CallForPerson(ctx, CompanyRegistry(f.company), p.Caller(), req.Params.Name, args)
+	if modern {
+		res = typedResult(res)
+	}
+	return res
 }
 
 const principalKey = "crewlet/principal"
