@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -123,6 +124,30 @@ func checkKey(key string) error {
 	return nil
 }
 
+// keyedCaller is the caller of a call whose request carries header h: an
+// Idempotency-Key names the call's operation (OPS-6), scoped to the
+// caller's credential, so the same request sent again under it lands once
+// and answers what it answered, and another request under it is refused.
+// One rule for every surface that takes the header: /operator/act and a
+// tools/call POSTed to /operator/mcp, on either path.
+func keyedCaller(caller authority.Caller, h http.Header) (authority.Caller, error) {
+	key := h.Get(IdempotencyKeyHeader)
+	if key == "" {
+		return caller, nil
+	}
+	if err := checkKey(key); err != nil {
+		return caller, err
+	}
+	caller.Operation = key
+	return caller, nil
+}
+
+// keyRefusal is a bad Idempotency-Key on a surface whose answers are tool
+// results (/operator/mcp): refused invalid, in act's words.
+func keyRefusal(err error) *authority.Refusal {
+	return authority.Refuse(authority.Invalid, "%s. Nothing was called.", upperFirst(err.Error())).WithData("header", IdempotencyKeyHeader)
+}
+
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // clipErr keeps a decoder's error short: it can quote the input.
@@ -179,8 +204,11 @@ func (f *operator) serveAct(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	caller := p.Caller()
-	caller.Operation = key
+	caller, err := keyedCaller(p.Caller(), r.Header)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, actError{Error: actOpIDInvalid, Message: upperFirst(err.Error()) + ".", Header: IdempotencyKeyHeader})
+		return
+	}
 	f.inflight.Add(1)
 	defer f.inflight.Add(-1)
 	ctx := withCallHeader(r.Context(), &mcp.RequestExtra{Header: r.Header})

@@ -238,7 +238,12 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 		// answers come in a call the SDK reads (readFastCall).
 		ctx = withClientRound(ctx, firstRound)
 	}
-	a := f.router.callForPerson(ctx, CompanyRegistry(f.company), p.Caller(), c.name, c.args)
+	var a answer
+	if caller, err := keyedCaller(p.Caller(), r.Header); err != nil {
+		a = answer{res: servers.Refused(keyRefusal(err))}
+	} else {
+		a = f.router.callForPerson(ctx, CompanyRegistry(f.company), caller, c.name, c.args)
+	}
 	msg, err := f.response(c.id, a, modern)
 	if err != nil {
 		f.log.Error("tool_answer_unwritable", "tool", c.name, "error", err.Error())

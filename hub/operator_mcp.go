@@ -202,7 +202,17 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 		}
 	}
 	ctx = withCallHeader(ctx, req.Extra)
-	res := f.router.CallForPerson(ctx, CompanyRegistry(f.company), p.Caller(), req.Params.Name, args)
+	caller := p.Caller()
+	var res *mcp.CallToolResult
+	if req.Extra != nil {
+		var err error
+		if caller, err = keyedCaller(caller, req.Extra.Header); err != nil {
+			res = servers.Refused(keyRefusal(err))
+		}
+	}
+	if res == nil {
+		res = f.router.CallForPerson(ctx, CompanyRegistry(f.company), caller, req.Params.Name, args)
+	}
 	if modern {
 		res = typedResult(res)
 	}
