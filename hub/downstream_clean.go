@@ -49,6 +49,10 @@ func (c cleanDown) Progress(ctx context.Context, p *mcp.ProgressNotificationPara
 	if err != nil {
 		return c.dropped("notifications/progress", err)
 	}
+	// The token is the client's own, put there by the link: it goes back
+	// as the client wrote it, not as the sanitiser's decoding rounded it
+	// (issue 36, finding 7).
+	clean.ProgressToken = p.ProgressToken
 	return c.d.Progress(ctx, clean)
 }
 

@@ -135,6 +135,11 @@ func (f *operator) sdkAuth(next http.Handler) http.Handler {
 		if !ok {
 			return nil, auth.ErrInvalidToken
 		}
+		if toks, ok := r.Context().Value(spelledTokensKey{}).([]spelledToken); ok {
+			// The request's own progress tokens as written (route): a
+			// TokenInfo of its own, never the credential's shared one.
+			return &auth.TokenInfo{UserID: p.Caller().Seat, Extra: map[string]any{principalKey: p, spelledTokensExtra: toks}}, nil
+		}
 		if ti, ok := f.tokenInfos.Load(p); ok {
 			return ti.(*auth.TokenInfo), nil
 		}

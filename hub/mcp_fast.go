@@ -29,10 +29,13 @@ import (
 
 // fastCall is a tools/call request as the fast path reads it.
 type fastCall struct {
-	id    []byte // the JSON-RPC id as written: an integer or a plain string
+	// id is the JSON-RPC id as the SDK writes it back, key as it keys
+	// the call (fastID).
+	id    []byte
+	key   jsonrpc.ID
 	name  string
 	args  json.RawMessage
-	token any // the client's progress token; nil: none asked for
+	token json.RawMessage // the client's progress token as written; nil: none asked for
 	// From a 2026-07-28 request's _meta.
 	version  string
 	caps     bool // clientCapabilities present, as an object
@@ -59,7 +62,10 @@ func readFastCall(body []byte) (c fastCall, ok bool) {
 		}
 		return nil
 	})
-	if err != nil || !version || !method || !plainID(c.id) || params == nil {
+	if err != nil || !version || !method || params == nil {
+		return fastCall{}, false
+	}
+	if c.key, c.id, ok = fastID(c.id); !ok {
 		return fastCall{}, false
 	}
 	var meta []byte
@@ -97,7 +103,14 @@ func readFastCall(body []byte) (c fastCall, ok bool) {
 			if len(val) == 0 || (val[0] != '"' && val[0] != '-' && (val[0] < '0' || val[0] > '9')) {
 				return rawjson.ErrSyntax
 			}
-			return json.Unmarshal(val, &c.token)
+			// Carried as the client wrote it, never as a float64 that
+			// would round 9007199254740993 (issue 36, finding 7); the
+			// body is reused once the call is answered, so it is copied.
+			if !json.Valid(val) {
+				return rawjson.ErrSyntax
+			}
+			c.token = append(json.RawMessage(nil), val...)
+			return nil
 		case mcp.MetaKeyProtocolVersion:
 			v, ok := rawjson.StringText(val)
 			if !ok {
@@ -123,28 +136,6 @@ func readFastCall(body []byte) (c fastCall, ok bool) {
 	return c, err == nil
 }
 
-// plainID reports an id the SDK writes back exactly as it was written: an
-// integer of at most 18 digits, or a string without escapes.
-func plainID(id []byte) bool {
-	if len(id) >= 2 && id[0] == '"' {
-		tok, ok := rawjson.ScanString(id, 0)
-		return ok && !tok.Escaped && tok.End == len(id)
-	}
-	digits := id
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
-		return false
-	}
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // serveFast answers r, a POST whose body is read, if the fast path can;
 // it reports whether it did. rev is the revision of the request's header,
 // modern whether the route serves it statelessly.
@@ -167,10 +158,24 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 		if f.answered(w, sess, body) {
 			return true
 		}
-		f.noteCancel(sess, body)
-		noteInitialized(sess, body)
 	}
 	c, ok := readFastCall(body)
+	if !modern && !ok {
+		// Anything but a call the fast path answers is read as the SDK
+		// reads it: a cancellation or the initialized notification.
+		reqs := sdkRequests(body)
+		if f.noteCancel(sess, cancelledIDs(reqs)) && len(reqs) == 1 {
+			// A cancellation of a fast call alone is answered as the SDK
+			// answers a notification (202), and not handed on: handed to
+			// the SDK, which never had the call, it cancelled the next
+			// call of that id the SDK served on the session, as soon as
+			// it came (FuzzTransparency's spellings; a client may use an
+			// id again once its call is over).
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
+		noteInitialized(sess, reqs)
+	}
 	if !ok {
 		return false
 	}
@@ -204,7 +209,7 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 	// with the session.
 	ctx := r.Context()
 	var cancel context.CancelFunc
-	key := string(c.id)
+	key := c.key
 	if modern {
 		ctx, cancel = context.WithCancel(ctx)
 	} else {
@@ -218,7 +223,7 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 			return true
 		}
 		if sess.calls == nil {
-			sess.calls = map[string]context.CancelFunc{}
+			sess.calls = map[jsonrpc.ID]context.CancelFunc{}
 		}
 		sess.calls[key] = cancel
 		sess.mu.Unlock()

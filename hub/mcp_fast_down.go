@@ -3,7 +3,6 @@
 package hub
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,8 +26,8 @@ import (
 type fastDown struct {
 	f      *operator
 	st     *fastStream
-	token  any
-	sess   *opSession // nil on 2026-07-28
+	token  json.RawMessage // as the client wrote it; nil: no progress asked for
+	sess   *opSession      // nil on 2026-07-28
 	level  mcp.LoggingLevel
 	modern bool
 	call   context.Context
@@ -40,7 +39,12 @@ type fastDown struct {
 
 var _ upstream.Downstream = (*fastDown)(nil)
 
-func (d *fastDown) ProgressToken() any { return d.token }
+func (d *fastDown) ProgressToken() any {
+	if d.token == nil {
+		return nil // no token: an untyped nil, which the link reads as none
+	}
+	return d.token
+}
 
 func (d *fastDown) Progress(_ context.Context, p *mcp.ProgressNotificationParams) error {
 	msg, err := notification("notifications/progress", p)
@@ -301,45 +305,36 @@ func (f *operator) answered(w http.ResponseWriter, s *opSession, body []byte) bo
 	return true
 }
 
-// noteCancel ends a fast call the client cancels. The notification goes on
-// to the SDK all the same, which answers it.
-func (f *operator) noteCancel(s *opSession, body []byte) {
-	if !bytes.Contains(body, []byte(`notifications/cancelled`)) {
-		return
+// noteCancel ends the fast calls the client cancels, reading the body as
+// the SDK reads it (cancelledIDs): escapes resolved, keys matched exactly,
+// an id of 5.0 the call 5. It reports whether it ended one.
+func (f *operator) noteCancel(s *opSession, ids []jsonrpc.ID) bool {
+	ended := false
+	for _, id := range ids {
+		s.mu.Lock()
+		cancel := s.calls[id]
+		s.mu.Unlock()
+		if cancel != nil {
+			cancel()
+			ended = true
+		}
 	}
-	var msg struct {
-		Method string `json:"method"`
-		Params struct {
-			RequestID json.RawMessage `json:"requestId"`
-		} `json:"params"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "notifications/cancelled" {
-		return
-	}
-	s.mu.Lock()
-	cancel := s.calls[string(msg.Params.RequestID)]
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
+	return ended
 }
 
 // noteInitialized marks a session initialized when its client's
 // notifications/initialized arrives, not when the SDK gets to it: the SDK
 // handles a session's messages in the order they came, so a call POSTed
 // after it is one the SDK would take as initialized too, and the fast path
-// need not leave the session's first call to the SDK.
-func noteInitialized(s *opSession, body []byte) {
-	if !bytes.Contains(body, []byte(`notifications/initialized`)) {
-		return
+// need not leave the session's first call to the SDK. The notification is
+// read as the SDK reads it, so one the SDK refuses marks nothing.
+func noteInitialized(s *opSession, reqs []*jsonrpc.Request) {
+	for _, req := range reqs {
+		if req.Method == "notifications/initialized" {
+			s.mu.Lock()
+			s.initialized = true
+			s.mu.Unlock()
+			return
+		}
 	}
-	var msg struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(body, &msg) != nil || msg.Method != "notifications/initialized" {
-		return
-	}
-	s.mu.Lock()
-	s.initialized = true
-	s.mu.Unlock()
 }

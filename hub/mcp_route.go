@@ -2,6 +2,7 @@ package hub
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,6 +105,9 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if toks := spelledTokens(body); toks != nil {
+		r = r.WithContext(context.WithValue(r.Context(), spelledTokensKey{}, toks))
+	}
 	if isModern {
 		f.stateless.ServeHTTP(w, r)
 		return

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -42,9 +43,9 @@ type opSession struct {
 	mu          sync.Mutex
 	initialized bool
 	logLevel    mcp.LoggingLevel
-	// calls are the fast calls in flight, by their JSON-RPC id as written,
-	// each with what cancels it.
-	calls map[string]context.CancelFunc
+	// calls are the fast calls in flight, by their JSON-RPC id as the SDK
+	// keys a call (fastID), each with what cancels it.
+	calls map[jsonrpc.ID]context.CancelFunc
 	// asked are the requests fast calls made of the client, by id,
 	// awaiting its answer.
 	asked map[string]chan json.RawMessage

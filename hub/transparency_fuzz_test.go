@@ -112,6 +112,7 @@ func FuzzTransparency(f *testing.F) {
 				}
 			}
 		}
+		rig.spellings(t, data)
 		rig.hub.operator.noFast.Store(false)
 	})
 }

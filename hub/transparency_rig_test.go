@@ -321,6 +321,10 @@ type transparencyRig struct {
 	hub     *Hub
 	servers []*rigServer
 	viaHub  []*rigClient // one per revision a client speaks to the hub
+	// endpoint is the hub's /operator/mcp, for the raw client that writes
+	// spellings no go-sdk client writes (transparency_spell_test.go).
+	endpoint string
+	raw      *rawClient
 }
 
 // rigServer is one scripted server, the hub's mcp_servers entry for it,
@@ -427,6 +431,7 @@ func newTransparencyRig(tb testing.TB) *transparencyRig {
 	front := httptest.NewServer(h.Handler())
 	tb.Cleanup(func() { h.Close(); front.Close() })
 	rig.hub = h
+	rig.endpoint = front.URL + "/operator/mcp"
 	deadline := time.Now().Add(30 * time.Second)
 	for _, s := range rig.servers {
 		for {
