@@ -50,6 +50,11 @@ type script struct {
 	// answer ends its process; an HTTP server's breaks only the call's
 	// connection.
 	stdio bool
+	// hold makes a streamable HTTP server whose request the client did
+	// not answer with a result give no answer at all: it waits for the
+	// hub to give up on the call (transparency_spell_test.go), so a call
+	// the client cancelled ends the one way, whoever is quicker.
+	hold bool
 }
 
 // note is a notification the server sends on the call's stream before its
@@ -294,6 +299,17 @@ func (g *scriptedServer) answer(w http.ResponseWriter, r *http.Request, body []b
 		if answered != nil && !g.asks.await(r.Context(), key, s.ask, answered) {
 			return true // the client hung up
 		}
+		if answered != nil && sc.hold && !answeredResult(g.asks.gotFor(key)) {
+			// Bounded, so a hub that never gives up fails the input
+			// with a broken answer rather than hangs it.
+			t := time.NewTimer(awaitAnswer)
+			defer t.Stop()
+			select {
+			case <-r.Context().Done():
+			case <-t.C:
+			}
+			return true
+		}
 	}
 	if cut {
 		cutAfter(w, append([]byte("event: message\ndata: "), resp[:len(resp)/2]...))
@@ -301,6 +317,17 @@ func (g *scriptedServer) answer(w http.ResponseWriter, r *http.Request, body []b
 	}
 	_, _ = fmt.Fprintf(w, "event: message\ndata: %s\n\n", resp)
 	return true
+}
+
+// answeredResult says the last request a server made was answered with a
+// result.
+func answeredResult(got []any) bool {
+	if len(got) == 0 {
+		return false
+	}
+	m, ok := got[len(got)-1].(map[string]any)
+	_, result := m["result"]
+	return ok && result
 }
 
 // cutAfter writes part of an answer and closes the connection under it, as

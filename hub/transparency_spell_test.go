@@ -34,8 +34,8 @@ import (
 //     answers the question and the call finishes.
 //
 // Each is an event the client waits for: an answer, or (a cancellation
-// the hub ignored) the answer after the server gave up waiting for the
-// client, which the comparison then shows.
+// the hub ignored) the broken answer of a server that gave up waiting
+// for the client, which the comparison then shows.
 
 // spellScript is the answer the scripted session server gives the
 // spelled calls: progress, then a result; asking, the question first.
@@ -43,6 +43,10 @@ func spellScript(asking bool) *script {
 	sc := &script{sse: true, member: "result", body: []byte(`{"content":[{"type":"text","text":"spelled"}]}`),
 		notes: []note{{method: "notifications/progress", params: []byte(`"progress":1,"total":2,"message":"one"}`)}}}
 	if asking {
+		// Unless the client answers, the server gives no answer: a call
+		// the hub cancelled ends as cancelled, never by a race with the
+		// server's answer to the hub's refusal of its question.
+		sc.hold = true
 		sc.notes = append(sc.notes, note{method: "elicitation/create",
 			params: []byte(`{"message":"spelled?","requestedSchema":{"type":"object","properties":{"a":{"type":"string"}}}}`)})
 	}
