@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/servers/state"
+	"github.com/crewlet/hub/servers/state/statetest/ports"
 )
 
 // fleetNodes forms a real fleet of n nodes in this process: embedded
@@ -20,14 +20,11 @@ import (
 // node projecting it with the runtime's projectors.
 func fleetNodes(t *testing.T, n int) []*state.Node {
 	t.Helper()
-	ports := make([]string, n)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().String()
-		_ = ln.Close()
+	// A node binds its route port only once it starts, and its peers
+	// must be told it first.
+	routes := make([]string, n)
+	for i := range routes {
+		routes[i] = ports.Addr(t)
 	}
 	nodes := make([]*state.Node, n)
 	errs := make([]error, n)
@@ -38,12 +35,12 @@ func fleetNodes(t *testing.T, n int) []*state.Node {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			var peers []string
-			for j, p := range ports {
+			for j, p := range routes {
 				if j != i {
 					peers = append(peers, p)
 				}
 			}
-			c := state.Cluster{Node: fmt.Sprintf("n%d", i), Listen: ports[i], Peers: peers,
+			c := state.Cluster{Node: fmt.Sprintf("n%d", i), Listen: routes[i], Peers: peers,
 				Secret: "budget-fleet-route-secret", Ready: time.Minute}
 			l, err := state.OpenCluster(ctx, filepath.Join(dir, "log"), c)
 			if err != nil {

@@ -18,7 +18,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +30,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/crewlet/hub/servers/state/statetest/ports"
 )
 
 // npmInstallCommand is what the README's test command runs before go test to
@@ -243,17 +244,12 @@ func tailFile(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago. The
-// port is released before returning, so a child can bind it; the small race
-// with other processes is accepted for tests.
+// freePort returns a TCP port on 127.0.0.1 for a child to bind: one below
+// the kernel's ephemeral range, held for this test alone (ports.Reserve), so
+// no other listener or outgoing connection takes it before the child binds.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("e2e: finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports.Reserve(t)
 }
 
 // waitHTTP polls url until the server answers with any HTTP status (MCP

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"github.com/crewlet/hub/hub/toolpin"
 	"github.com/crewlet/hub/servers"
 	"github.com/crewlet/hub/servers/state"
+	"github.com/crewlet/hub/servers/state/statetest/ports"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -450,15 +450,9 @@ func TestHubRefusesToStartWithoutItsApprovals(t *testing.T) {
 // running the server as its own child; a person approves on one, and the
 // other, following the log, offers the tool too.
 func TestApprovalOnOneNodeReleasesEveryNode(t *testing.T) {
-	ports := make([]int, 2)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-	}
+	// A node binds its route port only once it starts, and its peer
+	// must be told it first.
+	routes := []string{ports.Addr(t), ports.Addr(t)}
 	nodes := make([]*state.Node, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
@@ -469,8 +463,8 @@ func TestApprovalOnOneNodeReleasesEveryNode(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			c := state.Cluster{Node: fmt.Sprintf("n%d", i), Listen: fmt.Sprintf("127.0.0.1:%d", ports[i]),
-				Peers: []string{fmt.Sprintf("127.0.0.1:%d", ports[1-i])}, Secret: "pinning-fleet-route-secret", Ready: time.Minute}
+			c := state.Cluster{Node: fmt.Sprintf("n%d", i), Listen: routes[i],
+				Peers: []string{routes[1-i]}, Secret: "pinning-fleet-route-secret", Ready: time.Minute}
 			l, err := state.OpenCluster(ctx, filepath.Join(dir, "log"), c)
 			if err != nil {
 				errs[i] = err

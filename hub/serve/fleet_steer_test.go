@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/crewlet/hub/servers/state"
+	"github.com/crewlet/hub/servers/state/statetest/ports"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -26,14 +26,11 @@ import (
 // the seats its node holds.
 func startFleetTurnNodes(t *testing.T, model *modeltest.Server, doc string, env map[string]string, n int) []*turnNode {
 	t.Helper()
+	// A node binds its route port only once it starts, and its peers
+	// must be told it first.
 	routes := make([]string, n)
 	for i := range routes {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		routes[i] = ln.Addr().String()
-		_ = ln.Close()
+		routes[i] = ports.Addr(t)
 	}
 	nodes := make([]*turnNode, n)
 	outs := make([]*syncBuffer, n)

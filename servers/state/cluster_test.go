@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/crewlet/hub/servers/state/statetest/partition"
+	"github.com/crewlet/hub/servers/state/statetest/ports"
 )
 
 // A fleet in one test process: each node a real NATS server with its own
@@ -24,17 +24,6 @@ type fleetNode struct {
 	route string
 	log   *JetStreamLog
 	node  *Node
-}
-
-// freePort picks a loopback port nobody listens on now.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
@@ -56,7 +45,9 @@ func startFleetOf(t testing.TB, n int, routes func(i int, listen []int) (peers [
 	t.Helper()
 	listen := make([]int, n)
 	for i := range listen {
-		listen[i] = freePort(t)
+		// A node binds its route port only once it starts, and its
+		// peers must be told it first.
+		listen[i] = ports.Reserve(t)
 	}
 	for _, b := range before {
 		b(listen)
