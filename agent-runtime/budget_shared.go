@@ -54,6 +54,14 @@ const tallyKeep = time.Hour
 type tally struct {
 	b     *state.TTLBucket
 	store *Store
+	// turn lets this node's writes to the counters go one at a time. A
+	// write conditional on a counter's revision that meets another write
+	// to it still being stored is refused for now, and sent again a while
+	// before the state package gives up: with every caller of every node
+	// writing at once, a node's calls met its own other calls' writes on
+	// a busy machine until one gave up, and was refused as unavailable.
+	// Taking turns leaves only the other nodes' writes to meet.
+	turn chan struct{}
 }
 
 // errOver marks a reservation a ceiling has no room for.
@@ -65,7 +73,7 @@ var errOver = errors.New("agent: the ceiling has no room")
 func (b *Budget) Share(bucket *state.TTLBucket, store *Store) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.tally = &tally{b: bucket, store: store}
+	b.tally = &tally{b: bucket, store: store, turn: make(chan struct{}, 1)}
 }
 
 // window is one counter: a period's window starting at start, for a seat
@@ -114,6 +122,12 @@ func (t *tally) seed(w window) (int64, error) {
 // within it (errOver otherwise); the check and the write are one
 // compare-and-set, retried while another writer moves the counter.
 func (t *tally) add(ctx context.Context, w window, delta, limit int64) (int64, error) {
+	select {
+	case t.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	defer func() { <-t.turn }()
 	key := w.key()
 	ttl := time.Until(windowEnd(w.period, w.start)) + tallyKeep
 	for {
