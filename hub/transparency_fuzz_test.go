@@ -31,7 +31,8 @@ import (
 // it, over streamable HTTP and over stdio, and on each transport one the
 // hub links to on a session revision and one on 2026-07-28; each is called directly by a
 // go-sdk client and through the hub by go-sdk clients of both revisions,
-// on the hub's fast path and on the SDK's. What
+// on the hub's fast path and on the SDK's (an answer near the 16 MiB
+// bound on two of the servers under the race detector: boundSkipped). What
 // the clients read must be equal once the documented differences, each a
 // row of testdata/transparency/differences.txt, are applied, and nothing
 // else.
@@ -65,6 +66,9 @@ func FuzzTransparency(f *testing.F) {
 		sc := deriveScript(data)
 		shown := 0
 		for _, s := range rig.servers {
+			if boundSkipped(s, sc) {
+				continue
+			}
 			sc := sc
 			if sc.cut && s.stdio {
 				on := *sc
@@ -74,6 +78,9 @@ func FuzzTransparency(f *testing.F) {
 			streamed := s.streamed(sc)
 			direct := s.direct.call(t, s.scripts, s.tool, sc, streamed, false)
 			want := viewOf(direct.on(s), sc)
+			// Each route is judged against a copy of its own: the rows
+			// change what they are given.
+			wantJSON := want.clone()
 			for _, c := range rig.viaHub {
 				for _, fast := range []bool{true, false} {
 					rig.hub.operator.noFast.Store(!fast)
@@ -85,7 +92,7 @@ func FuzzTransparency(f *testing.F) {
 					// never did.
 					_, text := got.failed()
 					rig.linksUp(t, s, sc.cut && (!s.modern || sc.asks() == 0 || strings.Contains(text, "is not running")), since, c.revision, fast)
-					w, h := want.clone(), got.clone()
+					w, h := wantJSON.copied(), got.clone()
 					for _, v := range []*view{w, h} {
 						v.modernServer, v.modernClient, v.stdioServer = s.modern, c.revision >= "2026-07-28", s.stdio
 					}
@@ -116,6 +123,18 @@ func FuzzTransparency(f *testing.F) {
 }
 
 const differencesFile = "testdata/transparency/differences.txt"
+
+// boundSkipped says an answer near the 16 MiB bound is not compared on
+// server s under the race detector: there it is compared on two of the
+// four servers, one over streamable HTTP on a session revision and one
+// over stdio on 2026-07-28, so the bound is still met on both transports
+// and both revisions, on every route through the hub. On all four it took
+// half the replay's time (250 s of 494 s on a busy 2-core machine), most
+// of CI's time for the hub package. Without the race detector it is
+// compared on all four.
+func boundSkipped(s *rigServer, sc *script) bool {
+	return raceDetector && len(sc.body) > boundMessage/2 && s.stdio != s.modern
+}
 
 // fuzzing reports a run with -fuzz, which explores rather than replays.
 func fuzzing() bool {
@@ -297,6 +316,52 @@ func (v *view) clone() *view {
 	return out
 }
 
+// copied is a deep copy of a view clone made, as a second clone would
+// make it: its JSON values copied, their strings shared (no row changes a
+// string in place). A second clone would write and read every text again,
+// which for an answer near the 16 MiB bound costs seconds under the race
+// detector, on every route.
+func (v *view) copied() *view {
+	out := &view{RPC: copyJSON(v.RPC), Err: v.Err, Refused: v.Refused, Result: copyJSON(v.Result),
+		Unreadable: slices.Clone(v.Unreadable), Got: copyJSON(v.Got)}
+	for _, n := range v.Notes {
+		out.Notes = append(out.Notes, copyJSON(n))
+	}
+	for _, a := range v.Asked {
+		out.Asked = append(out.Asked, copyJSON(a))
+	}
+	return out
+}
+
+// copyJSON copies the maps and slices of a decoded JSON value.
+func copyJSON[T any](x T) T {
+	var walk func(x any) any
+	walk = func(x any) any {
+		switch t := x.(type) {
+		case map[string]any:
+			if t == nil {
+				return t
+			}
+			m := make(map[string]any, len(t))
+			for k, e := range t {
+				m[k] = walk(e)
+			}
+			return m
+		case []any:
+			if t == nil {
+				return t
+			}
+			out := make([]any, len(t))
+			for i, e := range t {
+				out[i] = walk(e)
+			}
+			return out
+		}
+		return x
+	}
+	return walk(x).(T)
+}
+
 func (v *view) String() string {
 	b, _ := json.Marshal(v)
 	return string(b)
@@ -386,5 +451,30 @@ func TestDifferencesRaceRowsNeedNoInput(t *testing.T) {
 		if r.name == "unread-answer-notes" && r.race == "" {
 			t.Errorf("%s: the row %q allows a race and does not say so", differencesFile, r.name)
 		}
+	}
+}
+
+// copied makes what a second clone would, and a copy whose rows change
+// it leaves the first as it was: each route is judged against the direct
+// client's view as it read it.
+func TestViewCopiedIsAClone(t *testing.T) {
+	v := &view{
+		Result:     map[string]any{"content": []any{map[string]any{"type": "text", "text": "x"}}, "structuredContent": map[string]any{"n": json.Number("1.50"), "e": []any{}, "z": nil}},
+		Notes:      []map[string]any{{"method": "notifications/message", "params": map[string]any{"data": []any{"a", true}}}},
+		Unreadable: []bool{true},
+		Asked:      []map[string]any{{"method": "roots/list"}},
+		Got:        []any{map[string]any{"result": map[string]any{}}},
+	}
+	c := v.clone()
+	d := c.copied()
+	if again := c.clone(); !reflect.DeepEqual(d, again) {
+		t.Fatalf("copied %s, a clone %s", d, again)
+	}
+	d.Result["structuredContent"].(map[string]any)["n"] = "changed"
+	d.Notes[0]["params"].(map[string]any)["data"].([]any)[0] = "changed"
+	d.Got[0].(map[string]any)["result"].(map[string]any)["k"] = "added"
+	d.Unreadable[0] = false
+	if !reflect.DeepEqual(c, v.clone()) {
+		t.Fatalf("changing the copy changed the view it was copied from: %s", c)
 	}
 }
