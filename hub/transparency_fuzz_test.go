@@ -128,7 +128,12 @@ const differencesFile = "testdata/transparency/differences.txt"
 // server s under the race detector: there it is compared on two of the
 // four servers, one over streamable HTTP on a session revision and one
 // over stdio on 2026-07-28, so the bound is still met on both transports
-// and both revisions, on every route through the hub. On all four it took
+// and both revisions, on every route through the hub. One must be over
+// HTTP: a go-sdk client reads a JSON body whole every time, so that
+// server needs answer-past-bound-refused on every run, while whether a
+// direct client reads a stdio line just past the bound depends on how the
+// pipe's reads fall (go-sdk counts the bytes its decoder reads ahead), so
+// there the input needs that row or unreadable-refused. On all four it took
 // half the replay's time (250 s of 494 s on a busy 2-core machine), most
 // of CI's time for the hub package. Without the race detector it is
 // compared on all four.
