@@ -5,10 +5,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/hub/screen"
 	"github.com/crewlet/hub/hub/throttle"
 )
 
@@ -90,5 +92,51 @@ func TestWrongCredentialsMeetTheSourceCeiling(t *testing.T) {
 	}
 	if status, _, body := sendFrom(t, net.IPv4(127, 0, 0, 3), th.url, "/tools", "guess-last"); status != http.StatusUnauthorized {
 		t.Fatalf("a wrong token from another address: %d %s", status, body)
+	}
+}
+
+// Issue 36 finding 2: the API and the screen's sign-in count wrong tokens
+// with one counter, so a guesser alternating the two surfaces gets no
+// more tries than on one: a stale token sent to each in turn is answered
+// 429 on both once its one bucket is spent, and the right token still
+// signs in to the screen from the same address.
+func TestAPIAndSignInShareOneCounter(t *testing.T) {
+	th := newTestHub(t)
+	now := time.Unix(1_700_000_000, 0)
+	// The screen holds the operator's counter itself, so its clock is
+	// stopped in place rather than the counter replaced.
+	*th.operator.wrong = *throttle.NewCredentials(func() time.Time { return now })
+	signIn := func(token string) (int, string, string) {
+		c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		defer c.CloseIdleConnections()
+		resp, err := c.PostForm(th.url+screen.Base+"/sign-in", neturl.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+	}
+	local := net.IPv4(127, 0, 0, 1)
+	for i := range 2 * throttle.CredentialBurst {
+		var status int
+		var retry, body, surface string
+		if i%2 == 0 {
+			surface = "API"
+			status, retry, body = sendFrom(t, local, th.url, "/tools", "stale-token-0000")
+		} else {
+			surface = "sign-in"
+			status, retry, body = signIn("stale-token-0000")
+		}
+		want := http.StatusUnauthorized
+		if i >= throttle.CredentialBurst {
+			want = http.StatusTooManyRequests
+		}
+		if status != want || (want == http.StatusTooManyRequests && retry != "3") {
+			t.Fatalf("stale try %d at the %s: %d Retry-After %q, want %d\n%s", i+1, surface, status, retry, want, body)
+		}
+	}
+	if status, _, body := signIn("ada-token-123456"); status != http.StatusSeeOther {
+		t.Fatalf("the right token at the sign-in: %d\n%s", status, body)
 	}
 }

@@ -64,11 +64,10 @@ type operator struct {
 	operatorDeps
 
 	refusals *refusalLog
-	// throttle slows wrong tokens per source address at the screen's
-	// sign-in; wrong counts the API's failed credentials per source and
-	// credential (http_guard.go).
-	throttle *throttle.Throttle
-	wrong    *throttle.Credentials
+	// wrong counts failed credentials per source and credential, for the
+	// API (http_guard.go) and the screen's sign-in alike: one counter, so
+	// alternating the two surfaces doubles no guesser's tries.
+	wrong *throttle.Credentials
 	// public is the revision's api.public_url (operator_oauth.go).
 	public   atomic.Pointer[[]string]
 	screen   *screen.Screen

@@ -18,7 +18,7 @@ import (
 
 // newOperator builds the operator catalogue's MCP server and its handlers.
 func newOperator(d operatorDeps) *operator {
-	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}, refusals: newRefusalLog(d.log, refusalLogEvery), throttle: throttle.Default(), wrong: throttle.NewCredentials(nil),
+	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}, refusals: newRefusalLog(d.log, refusalLogEvery), wrong: throttle.NewCredentials(nil),
 		sessions: newSessionTable(d.opts.SessionIdle, d.opts.SessionGrace),
 		impl:     &mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}}
 	f.serverInfo, _ = json.Marshal(f.impl)

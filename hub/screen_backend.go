@@ -37,8 +37,10 @@ func newScreen(f *operator, done <-chan struct{}, g screen.Grants) *screen.Scree
 			f.refusals.note(slog.LevelInfo, "operator_auth_refused", reason, "path", clip(r.URL.Path), "remote", r.RemoteAddr)
 		},
 		Sessions: f.opts.ScreenSessions,
-		Throttle: f.throttle,
-		Grants:   g,
+		// The API's own counter: a wrong token counts once whether it
+		// came to the API or the sign-in (http_guard.go).
+		Wrong:  f.wrong,
+		Grants: g,
 	})
 }
 

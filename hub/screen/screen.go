@@ -105,10 +105,11 @@ type Options struct {
 	Logger  *slog.Logger
 	// Sessions keeps the sign-ins; nil keeps them in this process.
 	Sessions Sessions
-	// Throttle slows wrong tokens per source; the hub gives the one its
-	// API uses, so a source's wrong tries count once wherever they land.
-	// Nil: the screen's own.
-	Throttle *throttle.Throttle
+	// Wrong counts the sign-in's wrong tokens per source and token. The
+	// hub gives the very counter its API uses (one counter for both
+	// surfaces), so a guesser cannot double their tries by alternating
+	// the API and the screen. Nil: the screen's own.
+	Wrong *throttle.Credentials
 	// Grants is the credential minter for servers that take a grant per
 	// seat (auth: oauth); nil offers no authorization.
 	Grants Grants
@@ -138,8 +139,8 @@ func New(opts Options) *Screen {
 	if opts.Sessions == nil {
 		opts.Sessions = newMemorySessions()
 	}
-	if opts.Throttle == nil {
-		opts.Throttle = throttle.Default()
+	if opts.Wrong == nil {
+		opts.Wrong = throttle.NewCredentials(nil)
 	}
 	s := &Screen{opts: opts, origin: http.NewCrossOriginProtection()}
 	s.origin.SetDenyHandler(http.HandlerFunc(s.crossOrigin))

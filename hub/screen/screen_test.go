@@ -149,11 +149,15 @@ type served struct {
 	client *http.Client
 }
 
-func serve(t *testing.T) *served {
+func serve(t *testing.T) *served { t.Helper(); return serveWith(t, Options{}) }
+
+// serveWith serves the screen with opts, on a fake backend of its own.
+func serveWith(t *testing.T, opts Options) *served {
 	t.Helper()
 	f := newFake()
 	done := make(chan struct{})
-	s := New(Options{Backend: f, Done: done})
+	opts.Backend, opts.Done = f, done
+	s := New(opts)
 	mux := http.NewServeMux()
 	s.Register(mux, func(h http.Handler) http.Handler { return h })
 	srv := httptest.NewServer(mux)

@@ -206,23 +206,26 @@ func (s *Screen) serveSignInPage(w http.ResponseWriter, r *http.Request) {
 
 // serveSignIn takes the token from the form's body (never the URL), and
 // opens a session for it: the cookie carries the session's id, the hub
-// keeps which credential opened it. A wrong token is answered 401 and
-// sets nothing; a source that sent too many is answered 429 before its
-// token is read, as the API answers it.
+// keeps which credential opened it. The token is always read and checked
+// first, and one that verifies signs in whatever else came from its
+// address: only a wrong one is counted, per source and token digest with a
+// ceiling per source, and answered 401, or 429 once past either, with how
+// long to wait. A neighbour on the same address (or behind one proxy) who
+// keeps sending a stale token so slows only that token, never a person
+// with the right one.
 func (s *Screen) serveSignIn(w http.ResponseWriter, r *http.Request) {
-	source := throttle.Source(r)
-	if wait, blocked := s.opts.Throttle.Blocked(source); blocked {
-		s.opts.Refused(r, "too many wrong tokens from this address")
-		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
-		s.render(w, r, http.StatusTooManyRequests, page{Title: "Sign in", Body: "signin",
-			Data: signIn{Error: fmt.Sprintf("Too many wrong tokens came from this address: wait %d s, then try again.", int(wait/time.Second)+1)}})
-		return
-	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	tok := strings.TrimSpace(r.PostFormValue("token"))
 	p, ok := s.opts.Backend.Verify(tok)
 	if tok == "" || !ok {
-		s.opts.Throttle.Failed(source)
+		if wait, over := s.opts.Wrong.Failed(throttle.Source(r), authority.Digest(tok)); over {
+			s.opts.Refused(r, "too many wrong tokens from this address")
+			secs := int(wait/time.Second) + 1
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			s.render(w, r, http.StatusTooManyRequests, page{Title: "Sign in", Body: "signin",
+				Data: signIn{Error: fmt.Sprintf("That is not a current operator token, and too many wrong tokens came from this address: check it, then wait %d s before the next try. A right token is never slowed.", secs)}})
+			return
+		}
 		s.opts.Refused(r, "unknown or revoked token")
 		s.render(w, r, http.StatusUnauthorized, page{Title: "Sign in", Body: "signin",
 			Data: signIn{Error: "That is not a current operator token. Check it and try again."}})

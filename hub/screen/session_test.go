@@ -2,11 +2,14 @@ package screen
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/crewlet/hub/hub/throttle"
 )
 
 // Issue 26, item 3: the cookie holds a session id, not the token; after
@@ -59,36 +62,68 @@ func TestSignOutEndsTheSessionItsCookieNamed(t *testing.T) {
 	}
 }
 
-// Issue 26, item 3: wrong tokens from one address are slowed once its
-// bucket is spent — answered 429 with Retry-After before the token is
-// read — while the right token from another address signs in at once.
-func TestWrongTokensAreSlowedPerSource(t *testing.T) {
-	s := serve(t)
-	for i := range 10 {
+// serveFrozen serves the screen with a wrong-token counter whose clock
+// never moves, so its buckets are spent by counts alone.
+func serveFrozen(t *testing.T) *served {
+	t.Helper()
+	at := time.Unix(1_700_000_000, 0)
+	return serveWith(t, Options{Wrong: throttle.NewCredentials(func() time.Time { return at })})
+}
+
+// Issue 36 finding 2: the sign-in slows failures, not callers. From one
+// address, a stale token sent more times than its bucket holds is answered
+// 401 then 429, while the right token, sent between them from the same
+// address, signs in every time.
+func TestSignInStaleTokenNeverLocksOutTheRightOne(t *testing.T) {
+	s := serveFrozen(t)
+	for i := range 3 * throttle.CredentialBurst {
+		resp, body := s.do(t, "POST", Base+"/sign-in", url.Values{"token": {"stale"}})
+		want := http.StatusUnauthorized
+		if i >= throttle.CredentialBurst {
+			want = http.StatusTooManyRequests
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("stale try %d: %s %q", i+1, resp.Status, body)
+		}
+		resp, _ = s.do(t, "POST", Base+"/sign-in", url.Values{"token": {"admin-token"}})
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != Base {
+			t.Fatalf("the right token after stale try %d: %s to %q", i+1, resp.Status, resp.Header.Get("Location"))
+		}
+	}
+}
+
+// Issue 36 finding 2: a wrong token past its own bucket is answered 429
+// with Retry-After and words; the frozen clock makes the wait the whole
+// refill.
+func TestSignInWrongTokenPastItsBucket(t *testing.T) {
+	s := serveFrozen(t)
+	for i := range throttle.CredentialBurst {
 		if resp, _ := s.do(t, "POST", Base+"/sign-in", url.Values{"token": {"guess"}}); resp.StatusCode != http.StatusUnauthorized {
 			t.Fatalf("wrong try %d: %s", i+1, resp.Status)
 		}
 	}
 	resp, body := s.do(t, "POST", Base+"/sign-in", url.Values{"token": {"guess"}})
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "Too many wrong tokens") {
-		t.Fatalf("past the bucket: %s %q", resp.Status, resp.Header.Get("Retry-After"))
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "3" ||
+		!strings.Contains(body, "too many wrong tokens came from this address") || !strings.Contains(body, "wait 3 s") {
+		t.Fatalf("past the bucket: %s Retry-After %q\n%s", resp.Status, resp.Header.Get("Retry-After"), body)
 	}
-	// The same source's right token waits its turn too: the token is not
-	// read while the source is slowed.
-	if resp, _ := s.do(t, "POST", Base+"/sign-in", url.Values{"token": {"admin-token"}}); resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("the right token from the slowed source: %s", resp.Status)
+}
+
+// Issue 36 finding 2: a source that tries one token after another meets
+// the per-source ceiling — SourceCeiling wrong tokens, then 429 with
+// Retry-After — and still signs in with the right token.
+func TestSignInSourcePastTheCeiling(t *testing.T) {
+	s := serveFrozen(t)
+	for i := range throttle.SourceCeiling {
+		if resp, _ := s.do(t, "POST", Base+"/sign-in", url.Values{"token": {fmt.Sprint("guess-", i)}}); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("distinct wrong token %d: %s", i+1, resp.Status)
+		}
 	}
-	// Another source is not slowed by it: the right token from another
-	// loopback address signs in at once.
-	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	defer other.CloseIdleConnections()
-	resp, err := other.PostForm(s.url+Base+"/sign-in", url.Values{"token": {"admin-token"}})
-	if err != nil {
-		t.Fatal(err)
+	resp, body := s.do(t, "POST", Base+"/sign-in", url.Values{"token": {"guess-fresh"}})
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "2" || !strings.Contains(body, "wait 2 s") {
+		t.Fatalf("past the ceiling: %s Retry-After %q\n%s", resp.Status, resp.Header.Get("Retry-After"), body)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("the right token from another address: %s", resp.Status)
+	if resp, _ := s.do(t, "POST", Base+"/sign-in", url.Values{"token": {"admin-token"}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the right token from the source past its ceiling: %s", resp.Status)
 	}
 }
