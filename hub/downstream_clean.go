@@ -89,3 +89,5 @@ func (c cleanDown) ListRoots(ctx context.Context, p *mcp.ListRootsParams) (*mcp.
 }
 
 func (c cleanDown) ProgressToken() any { return c.d.ProgressToken() }
+
+func (c cleanDown) Caller() string { return c.d.Caller() }

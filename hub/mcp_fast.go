@@ -236,7 +236,7 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 	defer cancel()
 
 	st := newFastStream(w)
-	down := &fastDown{f: f, st: st, token: c.token, sess: sess, level: c.logLevel, modern: modern, call: ctx, stream: r.Context()}
+	down := &fastDown{f: f, st: st, token: c.token, caller: p.TokenID, sess: sess, level: c.logLevel, modern: modern, call: ctx, stream: r.Context()}
 	ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, down))
 	if modern {
 		// A server's input requests go to the client in the answer; its

@@ -27,6 +27,7 @@ type fastDown struct {
 	f      *operator
 	st     *fastStream
 	token  json.RawMessage // as the client wrote it; nil: no progress asked for
+	caller string          // the credential the call was made with
 	sess   *opSession      // nil on 2026-07-28
 	level  mcp.LoggingLevel
 	modern bool
@@ -38,6 +39,8 @@ type fastDown struct {
 }
 
 var _ upstream.Downstream = (*fastDown)(nil)
+
+func (d *fastDown) Caller() string { return d.caller }
 
 func (d *fastDown) ProgressToken() any {
 	if d.token == nil {

@@ -18,7 +18,8 @@ import (
 // Issue 36 finding 3 (OUT-1): two callers of one shared server through
 // /operator/mcp, on the fast path and the SDK's. The server writes a log
 // line that names no request (a late line of an earlier caller's work)
-// while the other caller's call is the only one in flight: neither
+// after both have called it, while one caller's call is the only one in
+// flight: neither
 // caller's client is shown it; the hub's log has server_note_unrouted
 // with the server and the level, and not the line's text.
 func TestStrayNoteReachesNeitherCaller(t *testing.T) {
@@ -38,6 +39,10 @@ func TestStrayNoteReachesNeitherCaller(t *testing.T) {
 			case <-ctx.Done():
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "quick", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "quick"}}}, nil
 		})
 	ev := logEvents{ch: make(chan slog.Record, 4096)}
 	th := newTestHub(t, withServers(t, fmt.Sprintf(`{name: shared, url: %q}`, hubtest.ServeMCP(t, s, nil))),
@@ -63,8 +68,13 @@ func TestStrayNoteReachesNeitherCaller(t *testing.T) {
 		return cs
 	}
 	admin, bob := &seen{}, &seen{}
-	connect(adaTok, admin)
+	adminSession := connect(adaTok, admin)
 	bobSession := connect("ci-token-123456", bob)
+	// Admin has used the server: from now on a line that names no call may
+	// be a late one of admin's, whoever's call is in flight.
+	if res, err := adminSession.CallTool(context.Background(), &mcp.CallToolParams{Name: "quick", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("admin's call: %v %v", res, err)
+	}
 	for _, fast := range []bool{true, false} {
 		th.operator.noFast.Store(!fast)
 		done := make(chan error, 1)

@@ -193,7 +193,7 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 	modern := false
 	if req.Session != nil {
 		modern = takesInputRounds(req.Session)
-		ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, sessionDownstream{ss: req.Session, token: progressTokenOf(req), call: ctx, modern: modern}))
+		ctx = upstream.WithDownstream(ctx, cleanDownstream(f.router.clean, f.log, sessionDownstream{ss: req.Session, token: progressTokenOf(req), caller: p.TokenID, call: ctx, modern: modern}))
 		if modern {
 			// A server's input requests go to the client in the answer,
 			// and the client's answers come back in a call like this one

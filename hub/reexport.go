@@ -362,9 +362,10 @@ func (f *operator) ownerLocked(uri string) string {
 // the messages relate to, so the transport sends them on that request's
 // stream, where the client is listening.
 type sessionDownstream struct {
-	ss    *mcp.ServerSession
-	token any
-	call  context.Context
+	ss     *mcp.ServerSession
+	token  any
+	caller string // the credential the call was made with
+	call   context.Context
 	// modern is a client on 2026-07-28, which is asked nothing while a
 	// call is served (refuseRequest).
 	modern bool
@@ -400,3 +401,5 @@ func (d sessionDownstream) ListRoots(_ context.Context, p *mcp.ListRootsParams) 
 }
 
 func (d sessionDownstream) ProgressToken() any { return d.token }
+
+func (d sessionDownstream) Caller() string { return d.caller }

@@ -22,9 +22,6 @@ const unmet = "before it would finish the call, and none could be given"
 // unreadable is the hub's refusal of an answer it could not read.
 const unreadable = "answered the call with something the hub could not read"
 
-// unrouted is the hub's refusal of a server's request that names no call.
-const unrouted = "the request names no call of the hub's"
-
 // marked is what a row leaves of a got answer both sides have as it
 // allows.
 func gotMarked(row string) any { return map[string]any{"refused": row} }
@@ -73,30 +70,6 @@ func init() {
 				}
 			}
 			return true
-		},
-		"stdio-unnamed-unrouted": func(w, h *view, sc *script) bool {
-			// Over stdio nothing but a progress token names a call: the
-			// scripts' log lines name none, nor do a session revision's
-			// requests in the middle of a call.
-			if !w.stdioServer {
-				return false
-			}
-			changed := w.dropNotes(func(_ int, n map[string]any) bool { return n["method"] == "notifications/message" })
-			if w.modernServer {
-				return changed
-			}
-			if len(h.Asked) == 0 && len(w.Asked) > 0 {
-				w.Asked, changed = nil, true
-			}
-			asks := sc.scriptAsks()
-			for j := range min(len(w.Got), len(h.Got), len(asks)) {
-				roots := asks[j].method == "roots/list" && gotError(h.Got[j]) == ""
-				if roots || strings.Contains(gotError(h.Got[j]), unrouted) {
-					w.Got[j], h.Got[j] = gotMarked("stdio-unnamed-unrouted"), gotMarked("stdio-unnamed-unrouted")
-					changed = true
-				}
-			}
-			return changed
 		},
 		"unsafe-request-refused": func(w, h *view, sc *script) bool {
 			asks := sc.scriptAsks()

@@ -94,7 +94,7 @@ func FuzzTransparency(f *testing.F) {
 					rig.linksUp(t, s, sc.cut && (!s.modern || sc.asks() == 0 || strings.Contains(text, "is not running")), since, c.revision, fast)
 					w, h := wantJSON.copied(), got.clone()
 					for _, v := range []*view{w, h} {
-						v.modernServer, v.modernClient, v.stdioServer = s.modern, c.revision >= "2026-07-28", s.stdio
+						v.modernServer, v.modernClient = s.modern, c.revision >= "2026-07-28"
 					}
 					for _, r := range rows {
 						if transparencyRows[r.name](w, h, sc) {
@@ -263,9 +263,8 @@ type view struct {
 	// for the notes lost with it.
 	unread bool
 	// modernServer and modernClient say, on both sides, the server's
-	// revision is 2026-07-28 and the hub's client's is; stdioServer that
-	// the server is a stdio child.
-	modernServer, modernClient, stdioServer bool
+	// revision is 2026-07-28 and the hub's client's is.
+	modernServer, modernClient bool
 }
 
 // viewOf is what the client read; sc, for a direct call, is what the

@@ -26,6 +26,10 @@ type Downstream interface {
 	// ProgressToken is the client's own token for the call, nil if it asked
 	// for no progress.
 	ProgressToken() any
+	// Caller names who the call is for (the credential that made it): a
+	// message that names no call is handed to the one call in flight only
+	// while every call the server has carried was this caller's.
+	Caller() string
 }
 
 type downstreamKey struct{}
@@ -53,17 +57,31 @@ type flight struct {
 // reaches only the call it belongs to (issue 36): a message that came on a
 // call's own response stream (streamable HTTP) is that call's; otherwise
 // the progress token the hub gave the call, in the message's _meta (or a
-// progress notification's own token), names it. A message that names no
-// call reaches no client, however many calls are in flight, even one: a
-// log line written late for one caller's call would otherwise be shown to
-// the next caller (a shared server's notes, its sampling prompts and its
-// elicitations). Such a log line or progress notification goes to the
-// hub's log (server_note_unrouted); such a request is refused.
+// progress notification's own token), names it.
+//
+// A message that names no call (over stdio, most log lines and requests
+// of a server that knows nothing of progress tokens) is the one call in
+// flight's only while the server has served a single caller: a log line
+// written late for one caller's call would otherwise be shown to the next
+// caller (a shared server's notes, its sampling prompts and its
+// elicitations). Once a second caller, or a call made for no client (an
+// agent's turn), has called the server, such a message reaches no client,
+// however many calls are in flight, even one: a log line or progress
+// notification goes to the hub's log (server_note_unrouted), a request is
+// refused. Guessing within one caller's calls shows that caller nothing
+// that was not theirs; guessing across callers is the leak.
 type flights struct {
 	mu   sync.Mutex
 	next int
 	list []*flight
+	// caller is the caller of every call so far, with called set after
+	// the first; mixed once a call came for another.
+	caller        string
+	called, mixed bool
 }
+
+// noClient is the caller key of a call made for no client.
+const noClient = "\x00no client"
 
 // add registers a call, ctx its context; d is nil for a call made for no
 // client (an agent's turn), which still counts, so its server's requests
@@ -76,8 +94,29 @@ func (fs *flights) add(ctx context.Context, d Downstream) *flight {
 		fs.next++
 		f.token = fmt.Sprintf("crewlet-%d", fs.next)
 	}
+	who := noClient
+	if d != nil {
+		who = d.Caller()
+	}
+	switch {
+	case !fs.called:
+		fs.caller, fs.called = who, true
+	case who != fs.caller:
+		fs.mixed = true
+	}
 	fs.list = append(fs.list, f)
 	return f
+}
+
+// sole is the one call in flight while the server has only ever served
+// one caller, nil otherwise.
+func (fs *flights) sole() *flight {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.mixed || len(fs.list) != 1 {
+		return nil
+	}
+	return fs.list[0]
 }
 
 func (fs *flights) remove(f *flight) {
@@ -146,7 +185,7 @@ func ask[R any](ctx context.Context, f *flight, do func(context.Context) (R, err
 
 var (
 	errNoClient = errors.New("no client of the hub is waiting on the call this request belongs to, so there is nobody to ask")
-	errUnrouted = errors.New("the request names no call of the hub's (it came on no call's own stream and carries no progress token the hub gave a call), so the hub asks no client: it will not guess whose call it belongs to")
+	errUnrouted = errors.New("the request names no call of the hub's (it came on no call's own stream and carries no progress token the hub gave a call), and the server has served more than one caller or has several calls in flight, so the hub asks no client: it will not guess whose call it belongs to")
 )
 
 // clientOptions wires an upstream session's notifications and requests to
@@ -235,12 +274,15 @@ func (i *Instance) rootsFor(ctx context.Context, f *flight, p *mcp.ListRootsPara
 
 // flightFor is the call a server's message belongs to: f where the message
 // came on that call's own response stream or in its result, otherwise the
-// call whose progress token the message's _meta carries (meta), or none
-// (errUnrouted): never a guess, such as the one call in flight.
+// call whose progress token the message's _meta carries (meta), otherwise
+// the one call in flight of a server that has served one caller alone, or
+// none (errUnrouted): never a guess across callers.
 func (i *Instance) flightFor(f *flight, meta map[string]any) (*flight, error) {
 	if f == nil {
 		if f = i.flights.byToken(meta["progressToken"]); f == nil {
-			return nil, errUnrouted
+			if f = i.flights.sole(); f == nil {
+				return nil, errUnrouted
+			}
 		}
 	}
 	if f.d == nil {
@@ -302,7 +344,7 @@ func (i *Instance) notifyFor(on *flight, method string, params json.RawMessage) 
 // for a call's client alone. agent is set for a note of a call made for
 // no client (an agent's turn).
 func (i *Instance) unrouted(method, level string, agent bool) {
-	reason := "it came on no call's own stream and names no call by a progress token the hub gave"
+	reason := "it came on no call's own stream, names no call by a progress token the hub gave, and the server has served more than one caller or has several calls in flight"
 	if agent {
 		reason = "its call was made for no client"
 	}

@@ -52,7 +52,7 @@ func TestStrayNoteReachesNoCaller(t *testing.T) {
 			}
 			in, logs := startTest(t, testSpec(t, "go-sdk", env), func(o *Options) { o.Schedule = &Schedule{Base: time.Hour, Jitter: -1} })
 			waitState(t, in, StateRunning, 10*time.Second)
-			admin, bob := &logSink{}, &logSink{}
+			admin, bob := &logSink{scripted: scripted{caller: "admin"}}, &logSink{scripted: scripted{caller: "bob"}}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if _, _, err := in.CallRaw(WithDownstream(ctx, admin), "echo", json.RawMessage(`{"text":"admin's call"}`)); err != nil {
@@ -70,7 +70,7 @@ func TestStrayNoteReachesNoCaller(t *testing.T) {
 		g := startRig(t, false, nil)
 		in, logs := startTest(t, Resolved{Name: "rig", Transport: TransportHTTP, URL: g.url}, func(o *Options) { o.Schedule = &Schedule{Base: time.Hour, Jitter: -1} })
 		waitState(t, in, StateRunning, 10*time.Second)
-		admin, bob := &logSink{}, &logSink{}
+		admin, bob := &logSink{scripted: scripted{caller: "admin"}}, &logSink{scripted: scripted{caller: "bob"}}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if _, _, err := in.CallRaw(WithDownstream(ctx, admin), "echo", json.RawMessage(`{"text":"admin's call"}`)); err != nil {
@@ -105,7 +105,7 @@ func TestStrayNoteReachesNoCaller(t *testing.T) {
 // stream says whose it is, while another caller's call is in flight too.
 func TestTokenNoteReachesItsCaller(t *testing.T) {
 	in := rigInstance(t, testSpec(t, "go-sdk", map[string]string{"UPSTREAM_RIG_TOOLS": "1"}), false)
-	admin, bob := &logSink{scripted: scripted{token: "admin-1"}}, &logSink{scripted: scripted{token: "bob-1"}}
+	admin, bob := &logSink{scripted: scripted{token: "admin-1", caller: "admin"}}, &logSink{scripted: scripted{token: "bob-1", caller: "bob"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	adminCtx, stopAdmin := context.WithCancel(ctx)
@@ -138,25 +138,47 @@ func TestTokenNoteReachesItsCaller(t *testing.T) {
 }
 
 // Issue 36 finding 3: a server's sampling request over stdio that names
-// no call is refused to the server with a JSON-RPC error, though one
-// call is in flight: its client is not asked. Named by the call's
-// progress token, it reaches that call's client.
+// no call is refused to the server with a JSON-RPC error once the server
+// has served two callers, though one call is in flight: its client is not
+// asked. Named by the call's progress token, it reaches that call's
+// client.
 func TestStraySamplingRefused(t *testing.T) {
 	in := rigInstance(t, testSpec(t, "go-sdk", map[string]string{"UPSTREAM_RIG_TOOLS": "1"}), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := in.CallRaw(WithDownstream(ctx, &scripted{caller: "admin"}), "echo", json.RawMessage(`{"text":"admin's call"}`)); err != nil {
+		t.Fatal(err)
+	}
 	asked := false
-	bob := &scripted{sample: func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	bob := &scripted{caller: "bob", sample: func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 		asked = true
 		return nil, errors.New("bob was asked")
 	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	raw, _, err := in.CallRaw(WithDownstream(ctx, bob), "ask_sampling", json.RawMessage(`{}`))
 	if err != nil || asked || !strings.Contains(string(raw), "sampling failed") || !strings.Contains(string(raw), "names no call") {
 		t.Fatalf("a sampling request naming no call: %s, %v (client asked: %v); want it refused to the server", raw, err, asked)
 	}
-	named := &scripted{token: "bob-2", sample: sampled("mine")}
+	named := &scripted{caller: "bob", token: "bob-2", sample: sampled("mine")}
 	raw, _, err = in.CallRaw(WithDownstream(ctx, named), "ask_sampling", json.RawMessage(`{}`))
 	if err != nil || !strings.Contains(string(raw), "sampled: mine") {
 		t.Fatalf("a sampling request naming its call: %s, %v", raw, err)
+	}
+}
+
+// Issue 36 finding 3: over stdio, where nothing on the wire says whose a
+// request is, a server that has served one caller alone hands a request
+// naming no call to that caller's one call in flight, as a client talking
+// to the server directly would be asked: a stdio server's sampling works
+// through the hub for the caller using it, and no other caller's message
+// can be among what it sends.
+func TestOneCallersSamplingReachesIt(t *testing.T) {
+	in := rigInstance(t, testSpec(t, "go-sdk", map[string]string{"UPSTREAM_RIG_TOOLS": "1"}), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 2 {
+		raw, _, err := in.CallRaw(WithDownstream(ctx, &scripted{caller: "admin", sample: sampled("mine")}), "ask_sampling", json.RawMessage(`{}`))
+		if err != nil || !strings.Contains(string(raw), "sampled: mine") {
+			t.Fatalf("call %d: a sampling request of the one caller's call: %s, %v", i, raw, err)
+		}
 	}
 }

@@ -265,8 +265,11 @@ var revisions = map[string]bool{"2025-11-25": false, "2026-07-28": true}
 type scripted struct {
 	sample func(context.Context, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
-	token  any // the client's progress token, nil for none
+	token  any    // the client's progress token, nil for none
+	caller string // who the call is for
 }
+
+func (s *scripted) Caller() string { return s.caller }
 
 func (s *scripted) Log(context.Context, *mcp.LoggingMessageParams) error            { return nil }
 func (s *scripted) Progress(context.Context, *mcp.ProgressNotificationParams) error { return nil }

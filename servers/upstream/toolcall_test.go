@@ -164,6 +164,7 @@ func (p *progressSink) ListRoots(context.Context, *mcp.ListRootsParams) (*mcp.Li
 	return &mcp.ListRootsResult{}, nil
 }
 func (p *progressSink) ProgressToken() any { return "client-token" }
+func (p *progressSink) Caller() string     { return "" }
 
 // What a stdio server says during a call (its progress) reaches the
 // client before the call's answer does, though the answer skips the SDK.
