@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/hub/config"
-	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/upstream"
 )
 
@@ -47,11 +46,6 @@ mcp_servers:
 	first, second := revision("", ""), revision(", REVISION: two", ", tool_prefix: v2_")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	js, err := state.OpenJetStream(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.Close() })
 	// What the holder's follower saw of alice's registry each time it was
 	// told her.
 	type told struct {
@@ -59,22 +53,10 @@ mcp_servers:
 		seats []string
 		saw   []string
 	}
-	var nodes []*testNode
 	tells := map[string]*told{}
-	for _, name := range []string{"a", "b"} {
-		n := &testNode{name: name}
-		if n.leases, err = state.OpenLeases(ctx, js, state.LeaseOptions{Node: name, TTL: testTTL, Renew: testBeat}); err != nil {
-			t.Fatal(err)
-		}
-		if n.hub, err = New(ctx, Options{Company: first, StartupWait: time.Minute,
-			Env:   func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" },
-			Fleet: &Fleet{Node: name, Leases: n.leases, Bus: js, Heartbeat: testBeat}}); err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-		t.Cleanup(n.stop)
+	nodes := openFleetPair(t, ctx, first, func(n *testNode) {
 		tl := &told{}
-		tells[name] = tl
+		tells[n.name] = tl
 		n.hub.FollowSeats(func(seats []string) {
 			_, old := n.hub.SeatRegistry("alice").Resolve("echo")
 			_, folded := n.hub.SeatRegistry("alice").Resolve("v2_echo")
@@ -85,7 +67,7 @@ mcp_servers:
 				tl.saw = append(tl.saw, fmt.Sprintf("echo=%v v2_echo=%v", old, folded))
 			}
 		})
-	}
+	})
 	var holder *testNode
 	eventually(t, 10*time.Second, "alice placed", func() (bool, string) {
 		h := nodes[0].leases.Holders()["alice"]

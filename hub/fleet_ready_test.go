@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/crewlet/hub/hub/config"
-	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/upstream"
 )
 
@@ -67,11 +66,6 @@ mcp_servers:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	js, err := state.OpenJetStream(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.Close() })
 	type told struct {
 		mu sync.Mutex
 		// seats as last told, and whether alice's tool was in her
@@ -79,22 +73,10 @@ mcp_servers:
 		seats     []string
 		withTools []bool
 	}
-	var nodes []*testNode
 	tells := map[string]*told{}
-	for _, name := range []string{"a", "b"} {
-		n := &testNode{name: name}
-		if n.leases, err = state.OpenLeases(ctx, js, state.LeaseOptions{Node: name, TTL: testTTL, Renew: testBeat}); err != nil {
-			t.Fatal(err)
-		}
-		if n.hub, err = New(ctx, Options{Company: c, StartupWait: time.Minute,
-			Env:   func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" },
-			Fleet: &Fleet{Node: name, Leases: n.leases, Bus: js, Heartbeat: testBeat}}); err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-		t.Cleanup(n.stop)
+	nodes := openFleetPair(t, ctx, c, func(n *testNode) {
 		tl := &told{}
-		tells[name] = tl
+		tells[n.name] = tl
 		n.hub.FollowSeats(func(seats []string) {
 			_, listed := n.hub.SeatRegistry("alice").Resolve("echo")
 			tl.mu.Lock()
@@ -104,7 +86,7 @@ mcp_servers:
 				tl.withTools = append(tl.withTools, listed)
 			}
 		})
-	}
+	})
 	var holder, other *testNode
 	eventually(t, 10*time.Second, "alice placed", func() (bool, string) {
 		h := nodes[0].leases.Holders()["alice"]

@@ -437,3 +437,32 @@ func TestAloneNodeRefusesAFollower(t *testing.T) {
 		t.Fatal("a node alone took a follower")
 	}
 }
+
+// openFleetPair starts nodes a and b of one fleet on an in-process
+// JetStream, each a hub on company c with Ada's token, and calls follow
+// on each as soon as its hub is up, before the next starts: a follower
+// registered then hears every placement, the first one included.
+func openFleetPair(t *testing.T, ctx context.Context, c *config.Company, follow func(*testNode)) []*testNode {
+	t.Helper()
+	js, err := state.OpenJetStream(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.Close() })
+	var nodes []*testNode
+	for _, name := range []string{"a", "b"} {
+		n := &testNode{name: name}
+		if n.leases, err = state.OpenLeases(ctx, js, state.LeaseOptions{Node: name, TTL: testTTL, Renew: testBeat}); err != nil {
+			t.Fatal(err)
+		}
+		if n.hub, err = New(ctx, Options{Company: c, StartupWait: time.Minute,
+			Env:   func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" },
+			Fleet: &Fleet{Node: name, Leases: n.leases, Bus: js, Heartbeat: testBeat}}); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+		t.Cleanup(n.stop)
+		follow(n)
+	}
+	return nodes
+}
