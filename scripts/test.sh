@@ -12,16 +12,23 @@ cd "$(dirname "$0")/.."
 echo "== npm ci (e2e peers, pinned by e2e/package-lock.json)"
 npm ci --prefix e2e --no-audit --no-fund --loglevel=error
 
-# The screen's browser tests drive Debian's chromium headless, and the TLS
-# and Quickstart tests run curl as a user would; they fail, never skip,
-# without them, so what is missing is installed here.
-echo "== chromium and curl (Debian's packages, for the browser, TLS and Quickstart tests)"
+# The screen's browser tests drive Debian's chromium headless, the TLS and
+# Quickstart tests run curl as a user would, coding runs are boxed by
+# bubblewrap, and the fleet tests put HAProxy in front of the nodes; they
+# fail, never skip, without them, so what is missing is installed here.
+echo "== chromium, curl, bubblewrap, haproxy (Debian's packages)"
 missing=""
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   missing="chromium"
 fi
 if ! command -v curl >/dev/null 2>&1; then
   missing="$missing curl"
+fi
+if ! command -v bwrap >/dev/null 2>&1; then
+  missing="$missing bubblewrap"
+fi
+if ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr/sbin/haproxy ]; then
+  missing="$missing haproxy"
 fi
 if [ -n "$missing" ]; then
   sudo=""
