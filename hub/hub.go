@@ -114,6 +114,17 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	h.operator.toolsChanged()
 	// The pins are read before any server files a tool, and followed from
 	// then on: a decision on any node releases or holds the tool here.
+	// The version is read before the pins, so a decision landing between
+	// the two is refiled by Follow, never missed.
+	var pinsVersion uint64
+	if opts.Pins != nil {
+		v, err := opts.Pins.Version()
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("hub: read the tool approvals: %w", err)
+		}
+		pinsVersion = v
+	}
 	if err := h.pins.start(ctx, opts.Company); err != nil {
 		h.Close()
 		return nil, err
@@ -123,7 +134,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		h.pinsFollowed = followed
 		go func() {
 			defer close(followed)
-			opts.Pins.Follow(h.life, h.refreshPins)
+			opts.Pins.Follow(h.life, pinsVersion, h.refreshPins)
 		}()
 	}
 	if err := h.Apply(opts.Company); err != nil {

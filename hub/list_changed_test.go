@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -19,14 +18,6 @@ import (
 // held as changed, the one it removed is withdrawn at once, and an
 // operator's client is told its list changed.
 func TestRuntimeListChangedIsReviewedAndWithdrawn(t *testing.T) {
-	if os.Getenv("CREWLET_FLAKY") == "" {
-		// Failed 1 of 4 fresh-clone CI runs: the server's list_changed at
-		// start made the hub list it twice, and the approvals decided
-		// between the two filings were not seen within 20 s. Until that
-		// race between a decision and a relisting is found and fixed, it
-		// runs with CREWLET_FLAKY=1 only, so CI does not depend on it.
-		t.Skip("set CREWLET_FLAKY=1: flaky while an approval racing a relisting is open (issue 36 finding 9)")
-	}
 	r := newListRig(t, "forecast\tGets the weather forecast for a city.", "echo\tAnswer the text given.")
 	r.await("the lister's tools filed", func() bool { return r.held("echo") == heldNew && r.held("forecast") == heldNew })
 	r.decide(toolpin.Approve, "forecast")

@@ -243,8 +243,9 @@ func (s *Store) baseline() (Baseline, bool, error) {
 	return b, found, err
 }
 
-// version is the number of decisions applied on this node.
-func (s *Store) version() (uint64, error) {
+// Version is the number of decisions applied on this node. Read before
+// the pins, it is where Follow starts from.
+func (s *Store) Version() (uint64, error) {
 	var v uint64
 	err := s.node.View(func(r pebble.Reader) error {
 		_, err := state.GetJSON(r, kVersion, &v)
@@ -254,18 +255,22 @@ func (s *Store) version() (uint64, error) {
 }
 
 // Follow calls changed each time this node's projection applies a
-// decision, whichever node made it, until ctx ends. It is how an approval
-// on one node releases the tool on every node.
-func (s *Store) Follow(ctx context.Context, changed func()) {
-	seen, _ := s.version()
+// decision past version seen, whichever node made it, until ctx ends. It
+// is how an approval on one node releases the tool on every node.
+//
+// No decision is missed, however soon after another it lands: the
+// projection's position is read before the version, so a decision
+// applied while changed runs (or before the loop first looks) is past
+// that position, and the wait for the next one returns at once.
+func (s *Store) Follow(ctx context.Context, seen uint64, changed func()) {
 	for {
 		pos := s.node.Position()
-		if err := s.node.WaitFor(ctx, pos+1); err != nil {
-			return
-		}
-		if v, err := s.version(); err == nil && v != seen {
+		if v, err := s.Version(); err == nil && v != seen {
 			seen = v
 			changed()
+		}
+		if err := s.node.WaitFor(ctx, pos+1); err != nil {
+			return
 		}
 	}
 }

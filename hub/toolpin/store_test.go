@@ -112,7 +112,7 @@ func TestDecisionRetriedUnderItsKeyLandsOnce(t *testing.T) {
 	if first.OpID == "" || again.OpID != first.OpID || again.Position != first.Position {
 		t.Fatalf("first %+v, again %+v", first, again)
 	}
-	if v, _ := s.version(); v != 1 {
+	if v, _ := s.Version(); v != 1 {
 		t.Fatalf("%d decisions applied, want 1", v)
 	}
 }
@@ -161,9 +161,13 @@ func TestFollowSeesDecisions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	changed := make(chan struct{}, 10)
 	done := make(chan struct{})
+	seen, err := s.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
 	go func() {
 		defer close(done)
-		s.Follow(ctx, func() { changed <- struct{}{} })
+		s.Follow(ctx, seen, func() { changed <- struct{}{} })
 	}()
 	defer func() { cancel(); <-done }()
 	// A baseline moves the log, not the decisions.
@@ -180,5 +184,49 @@ func TestFollowSeesDecisions(t *testing.T) {
 	}
 	if len(changed) != 0 {
 		t.Fatalf("%d changes told for one decision", len(changed)+1)
+	}
+}
+
+// Issue 36 (finding 9): a decision that lands while the one before it is
+// being handed on is told too. Two approvals in a row (a person approving
+// a server's tools one by one) once left the second unseen until some
+// later write: Follow waited past the position the second had already
+// reached, so the tool stayed held.
+func TestFollowSeesADecisionLandingWhileTheLastIsTold(t *testing.T) {
+	node := openNode(t, filepath.Join(t.TempDir(), "state"))
+	s := NewStore(node)
+	ctx, cancel := context.WithCancel(context.Background())
+	seen, err := s.Version()
+	if err != nil {
+		t.Fatal(err)
+	}
+	decide := func(tool string) {
+		def := Def{Description: tool}
+		fp, _ := Fingerprint(def)
+		record(t, s, ada, Decision{Server: "w", Verdict: Approve, Tools: []DecidedTool{{Tool: tool, Fingerprint: fp, Def: def}}})
+	}
+	told := make(chan int, 10)
+	done := make(chan struct{})
+	calls := 0
+	go func() {
+		defer close(done)
+		s.Follow(ctx, seen, func() {
+			calls++
+			told <- calls
+			if calls == 1 {
+				// The second decision lands, applied, while the first
+				// is being told.
+				decide("second")
+			}
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	decide("first")
+	for want := 1; want <= 2; want++ {
+		select {
+		case <-told:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("decision %d was not told", want)
+		}
 	}
 }
