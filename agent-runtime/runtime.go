@@ -259,14 +259,18 @@ func (r *Runtime) loadSpending() error {
 }
 
 // follow wakes every mailbox each time the projection moves, which is
-// when a wake row may have arrived.
+// when a wake row may have arrived. The position is read before the
+// mailboxes are woken: a row applied after that read is past it, so the
+// next wait returns at once and wakes them again; read after, a row
+// landing while they were woken would wait for some later write.
 func (r *Runtime) follow() {
 	node := r.opts.Store.Node()
+	pos := node.Position()
 	for {
-		pos := node.Position()
 		if err := node.WaitFor(r.life, pos+1); err != nil {
 			return
 		}
+		pos = node.Position()
 		r.sig.fire()
 	}
 }
