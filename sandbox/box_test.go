@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// openBox opens a real box under the test's temporary directory with l as
+// its limits, closed at the test's end.
+func openBox(t *testing.T, cfg Config) *Box {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := Open(ctx, cfg, t.TempDir(), Env(os.Environ(), nil))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return b
+}
+
+func run(t *testing.T, b *Box, script string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := b.Run(ctx, []string{"sh", "-c", script}, nil)
+	if err != nil {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return res
+}
+
+// A script written into the workspace runs there, its output comes back,
+// a listing through the box names it, and its commit is delivered.
+func TestBoxWritesRunsListsAndDelivers(t *testing.T) {
+	b := openBox(t, Config{})
+	script := []byte("#!/bin/sh\necho hello from the box\n")
+	if err := b.WriteFile("bin/hello.sh", script); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, b, "sh bin/hello.sh && pwd && git add -A && git commit -q -m 'add hello'")
+	if res.Exit != 0 || res.Transcript != "hello from the box\n"+Workspace+"\n" {
+		t.Fatalf("exit %d, transcript %q, stderr %q", res.Exit, res.Transcript, res.Stderr)
+	}
+	entries, err := b.List(context.Background(), "bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0] != (Entry{Path: "bin/hello.sh", Type: "file", Size: int64(len(script))}) {
+		t.Fatalf("listing: %+v", entries)
+	}
+	refs, err := b.Commits(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(refs.Refs) != 1 || !strings.HasSuffix(refs.Refs[0], " add hello") {
+		t.Fatalf("refs: %+v", refs)
+	}
+	got, err := b.ReadFile("/workspace/bin/hello.sh")
+	if err != nil || !strings.Contains(string(got), "hello from the box") {
+		t.Fatalf("read back: %q %v", got, err)
+	}
+	dir := b.Dir()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
+		t.Fatalf("the workspace outlived Close: %v", err)
+	}
+}

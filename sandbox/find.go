@@ -1,0 +1,36 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Find is the bwrap a box is run by, or why no box can be had here, in
+// words for the start banner: without one, run_sandbox is omitted rather
+// than registered and broken (CAT-3). A bwrap that is installed but cannot
+// make its namespaces (a container without user namespaces, say) is no
+// box either, so Find runs it once.
+func Find() (string, error) {
+	path, err := exec.LookPath("bwrap")
+	if err != nil {
+		return "", errors.New("no sandbox: bwrap (Debian's bubblewrap package) is not installed on this node, so coding runs (run_sandbox) are not offered; install bubblewrap and restart the hub")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, append(systemBinds(), "--unshare-all", "--die-with-parent", "--", "/bin/true")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		why := strings.TrimSpace(stderr.String())
+		if why == "" {
+			why = err.Error()
+		}
+		return "", fmt.Errorf("no sandbox: %s is installed but cannot make a box here (%s), so coding runs (run_sandbox) are not offered; a node needs user namespaces, or bwrap run as root", path, why)
+	}
+	return path, nil
+}
