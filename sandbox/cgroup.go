@@ -109,7 +109,7 @@ func (cg *cgroup) procsFiles() []string {
 
 // counters is what the groups say the box ran into so far: the times a
 // fork was refused for the process limit, and the times memory reached
-// its limit.
+// its limit or a process was killed for it.
 type counters struct{ pidsMax, memFail int64 }
 
 func (cg *cgroup) counters() counters {
@@ -124,8 +124,19 @@ func (cg *cgroup) counters() counters {
 		}
 	}
 	if cg.memory != "" {
+		// A limit met and reclaimed below counts in failcnt; one that
+		// could not be, and killed a process, in oom_control's oom_kill
+		// only.
 		if b, err := os.ReadFile(filepath.Join(cg.memory, "memory.failcnt")); err == nil {
 			c.memFail, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		}
+		if b, err := os.ReadFile(filepath.Join(cg.memory, "memory.oom_control")); err == nil {
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+					n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					c.memFail += n
+				}
+			}
 		}
 	}
 	return c

@@ -24,9 +24,10 @@ type Limits struct {
 	// CPUSeconds is the CPU time one process may use (RLIMIT_CPU,
 	// default 600).
 	CPUSeconds int
-	// MemoryMB bounds each process's address space (RLIMIT_AS) and, where
-	// the machine offers a memory cgroup, the box's memory together
-	// (default 2048).
+	// MemoryMB bounds the box's memory together where the machine
+	// offers a memory cgroup (each process's address space then at four
+	// times it), else each process's address space (RLIMIT_AS); default
+	// 2048.
 	MemoryMB int
 	// Processes is how many processes the box may hold at once: a pids
 	// cgroup where offered, else the per-user RLIMIT_NPROC (default 256).

@@ -196,9 +196,18 @@ exec "$@"`
 // seconds on (SIGKILL).
 func (b *Box) rlimits() []string {
 	l := b.cfg.Limits
+	// Where a memory group holds the box's memory, it is the limit a
+	// run meets and is told of; the address space is then only a
+	// backstop against a wild reservation, wide enough for a runtime
+	// that reserves far more than it uses (V8, Go). Without the group,
+	// the address space is the memory limit.
+	as := int64(l.MemoryMB) << 20
+	if b.cg.memory != "" {
+		as *= 4
+	}
 	args := []string{
 		fmt.Sprintf("--cpu=%d:%d", l.CPUSeconds, l.CPUSeconds+5),
-		fmt.Sprintf("--as=%d", int64(l.MemoryMB)<<20),
+		fmt.Sprintf("--as=%d", as),
 		fmt.Sprintf("--fsize=%d", int64(l.FileMB)<<20),
 		"--core=0",
 	}
