@@ -91,8 +91,24 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}
+	// A kill may be asked for before the process group exists (the
+	// output limit, met as soon as the copying starts): it is then sent
+	// as the group is known.
+	var killMu sync.Mutex
+	pgid, killed := 0, ""
+	kill := func(why string) {
+		killMu.Lock()
+		defer killMu.Unlock()
+		if killed != "" {
+			return
+		}
+		killed = why
+		if pgid != 0 {
+			killGroup(pgid)
+		}
+	}
 	out := &streams{stdout: newTranscript(TranscriptHead, TranscriptTail), stderr: &tailBuffer{max: StderrTail},
-		max: int64(l.OutputMB) << 20, raw: raw}
+		max: int64(l.OutputMB) << 20, raw: raw, onFull: func() { kill(LimitOutput) }}
 	cmd.Stdout = out.writer(false)
 	cmd.Stderr = out.writer(true)
 	// The pipes close once every process holding them has died; the
@@ -104,20 +120,16 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 	if err := cmd.Start(); err != nil {
 		return Result{}, fmt.Errorf("the box could not start: %w", err)
 	}
-	pgid := cmd.Process.Pid
+	killMu.Lock()
+	pgid = cmd.Process.Pid
+	if killed != "" {
+		killGroup(pgid)
+	}
+	killMu.Unlock()
 	b.mu.Lock()
 	b.active[pgid] = true
 	b.mu.Unlock()
 
-	var once sync.Once
-	killed := ""
-	kill := func(why string) {
-		once.Do(func() {
-			killed = why
-			killGroup(pgid)
-		})
-	}
-	out.onFull = func() { kill(LimitOutput) }
 	wall := time.AfterFunc(l.Wall, func() { kill(LimitWall) })
 	stop := context.AfterFunc(ctx, func() { kill(LimitCancelled) })
 	waitErr := cmd.Wait()
@@ -132,10 +144,13 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 	delete(b.active, pgid)
 	b.mu.Unlock()
 
+	killMu.Lock()
+	why := killed
+	killMu.Unlock()
 	out.mu.Lock()
 	out.stdout.finish()
 	res := Result{
-		Killed:                 killed,
+		Killed:                 why,
 		Transcript:             out.stdout.String(),
 		TranscriptLinesLeftOut: out.stdout.midLines,
 		TranscriptBytesLeftOut: out.stdout.midBytes,
@@ -146,7 +161,7 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 	}
 	out.mu.Unlock()
 	res.Exit = exitStatus(cmd.ProcessState, waitErr)
-	if killed != "" {
+	if res.Killed != "" {
 		res.Exit = -1
 	}
 	res.Reached = b.reached(before, res.Exit)
@@ -162,11 +177,11 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 			}
 		}
 	}
-	res.Why = why(res, l)
+	res.Why = explain(res, l)
 	if drainErr != nil {
 		return res, drainErr
 	}
-	if b.isClosed() && killed == "" {
+	if b.isClosed() && res.Killed == "" {
 		return res, errClosed
 	}
 	return res, nil
@@ -291,8 +306,8 @@ func (b *Box) reached(before counters, exit int) []string {
 	return out
 }
 
-// why says a Result's Killed and Reached in words, with their numbers.
-func why(r Result, l Limits) string {
+// explain says a Result's Killed and Reached in words, with their numbers.
+func explain(r Result, l Limits) string {
 	var parts []string
 	switch r.Killed {
 	case LimitWall:
