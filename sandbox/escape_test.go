@@ -224,7 +224,7 @@ func TestEscapeMemoryHogHeld(t *testing.T) {
 // An endless output is stopped by the output limit long before the wall,
 // its transcript its head and tail in whole lines with the middle counted.
 func TestEscapeEndlessOutputClipped(t *testing.T) {
-	b := openBox(t, Config{Limits: Limits{OutputMB: 4, Wall: 2 * time.Minute}})
+	b := openBox(t, Config{Limits: Limits{OutputMB: 4, Wall: 20 * time.Second}})
 	res := run(t, b, `exec yes 'a line of endless output'`)
 	if res.Killed != LimitOutput || res.Exit != -1 {
 		t.Fatalf("killed %q, exit %d after %s; want the output limit", res.Killed, res.Exit, res.Duration)
