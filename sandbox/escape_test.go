@@ -241,6 +241,13 @@ func TestEscapeEndlessOutputClipped(t *testing.T) {
 		t.Fatal("the transcript does not say what it left out")
 	}
 	marker, tailPart, _ := strings.Cut(rest, "\n")
+	// 4 MiB is not a whole number of lines: the line the limit cut is
+	// said after the tail, not kept as half a line.
+	cutLen := int64((4 << 20) % len(line))
+	tailPart, cutNote, ok := strings.Cut(tailPart, "\n[... the stream was stopped inside its last line; ")
+	if !ok || cutNote != fmt.Sprintf("its %d bytes are left out ...]\n", cutLen) {
+		t.Fatalf("the cut last line is not said: %q", cutNote)
+	}
 	if head != strings.Repeat(line, len(head)/len(line)) || tailPart != strings.Repeat(line, len(tailPart)/len(line)) {
 		t.Fatal("the transcript's head or tail is not whole lines")
 	}
@@ -248,7 +255,7 @@ func TestEscapeEndlessOutputClipped(t *testing.T) {
 		t.Fatalf("head %d bytes, tail %d bytes", len(head), len(tailPart))
 	}
 	kept := int64(len(head) + len(tailPart))
-	if want := fmt.Sprintf("%d lines (%d bytes) of the middle left out ...]", res.TranscriptLinesLeftOut, res.TranscriptBytesLeftOut); marker != want {
+	if want := fmt.Sprintf("%d lines (%d bytes) of the middle left out ...]", res.TranscriptLinesLeftOut-1, res.TranscriptBytesLeftOut-cutLen); marker != want {
 		t.Fatalf("marker %q, want %q", marker, want)
 	}
 	if kept+res.TranscriptBytesLeftOut != res.OutputBytes {

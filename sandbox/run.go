@@ -45,7 +45,9 @@ type Result struct {
 	Why string
 	// Transcript is the output stream as whole lines: its first 64 KiB
 	// and last 192 KiB, the middle between them counted in a line of
-	// its own (TranscriptLinesLeftOut, TranscriptBytesLeftOut).
+	// its own, and a last line the box stopped the stream inside said
+	// after the tail (TranscriptLinesLeftOut, TranscriptBytesLeftOut
+	// count both).
 	Transcript             string
 	TranscriptLinesLeftOut int64
 	TranscriptBytesLeftOut int64
@@ -150,15 +152,15 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 	out.mu.Lock()
 	out.stdout.finish()
 	res := Result{
-		Killed:                 why,
-		Transcript:             out.stdout.String(),
-		TranscriptLinesLeftOut: out.stdout.midLines,
-		TranscriptBytesLeftOut: out.stdout.midBytes,
-		Stderr:                 out.stderr.String(),
-		StderrBytesLeftOut:     out.stderr.dropped,
-		OutputBytes:            out.total,
-		Duration:               time.Since(start),
+		Killed:     why,
+		Transcript: out.stdout.String(),
+
+		Stderr:             out.stderr.String(),
+		StderrBytesLeftOut: out.stderr.dropped,
+		OutputBytes:        out.total,
+		Duration:           time.Since(start),
 	}
+	res.TranscriptLinesLeftOut, res.TranscriptBytesLeftOut = out.stdout.leftOut()
 	out.mu.Unlock()
 	res.Exit = exitStatus(cmd.ProcessState, waitErr)
 	if res.Killed != "" {

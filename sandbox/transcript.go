@@ -31,6 +31,7 @@ type transcript struct {
 	partialLost int64  // bytes of the partial line already counted out
 	midLines    int64
 	midBytes    int64
+	cut         int64 // bytes of a last line the stream was stopped inside
 	total       int64
 }
 
@@ -71,9 +72,12 @@ func (t *transcript) addPartial(p []byte) {
 // in the tail, letting the tail's oldest lines go into the middle.
 func (t *transcript) endLine() {
 	if t.partialLost > 0 {
+		// The tail is the stream's end, unbroken: what it held came
+		// before the line let go, so it goes to the middle too.
 		t.headDone = true
-		t.midLines++
-		t.midBytes += t.partialLost
+		t.midLines += int64(bytes.Count(t.tailBuf, []byte{'\n'})) + 1
+		t.midBytes += int64(len(t.tailBuf)) + t.partialLost
+		t.tailBuf = t.tailBuf[:0]
 		t.partialLost = 0
 		return
 	}
@@ -100,25 +104,35 @@ func (t *transcript) finish() {
 	}
 }
 
-// dropPartial counts the line being written as left out: the stream was
-// cut inside it, and half a line is not kept as a line.
+// dropPartial leaves out the line being written: the stream was cut
+// inside it, and half a line is not kept as a line. It is said after the
+// tail, where it was.
 func (t *transcript) dropPartial() {
-	if len(t.partial) == 0 && t.partialLost == 0 {
-		return
-	}
-	t.headDone = true
-	t.midLines++
-	t.midBytes += int64(len(t.partial)) + t.partialLost
+	t.cut += int64(len(t.partial)) + t.partialLost
 	t.partial, t.partialLost = nil, 0
+}
+
+// leftOut is what the transcript does not show: lines and bytes.
+func (t *transcript) leftOut() (lines, bytes int64) {
+	lines, bytes = t.midLines, t.midBytes+t.cut
+	if t.cut > 0 {
+		lines++
+	}
+	return lines, bytes
 }
 
 // String is the head, a line saying what of the middle was left out, and
 // the tail.
 func (t *transcript) String() string {
-	if t.midLines == 0 {
-		return string(t.headBuf) + string(t.tailBuf)
+	s := string(t.headBuf)
+	if t.midLines > 0 {
+		s += fmt.Sprintf("[... %d lines (%d bytes) of the middle left out ...]\n", t.midLines, t.midBytes)
 	}
-	return fmt.Sprintf("%s[... %d lines (%d bytes) of the middle left out ...]\n%s", t.headBuf, t.midLines, t.midBytes, t.tailBuf)
+	s += string(t.tailBuf)
+	if t.cut > 0 {
+		s += fmt.Sprintf("\n[... the stream was stopped inside its last line; its %d bytes are left out ...]\n", t.cut)
+	}
+	return s
 }
 
 // tailBuffer keeps a stream's last max bytes and counts the ones before.
