@@ -36,6 +36,8 @@ type Company struct {
 	Budget Budget `yaml:"budget"`
 	// Learning says what seats learn from their own turns (learning.go).
 	Learning Learning `yaml:"learning"`
+	// Sandbox is the box coding runs work in (sandbox.go).
+	Sandbox Sandbox `yaml:"sandbox"`
 }
 
 // Artifacts is the artifact store's company-wide policy.
