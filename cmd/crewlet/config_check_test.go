@@ -90,3 +90,29 @@ api:
 		})
 	}
 }
+
+// Issue 38: `config check` names each wrong value of the sandbox block
+// with its field, and says the box a hub started here would run coding
+// runs in — or, on a machine without bwrap, that run_sandbox would be
+// omitted and why.
+func TestConfigCheckSaysTheSandbox(t *testing.T) {
+	bad := writeCompany(t, "sandbox:\n  network: loopback\n  limits: {wall: soon, processes: 2}\n")
+	r := runCrewlet(t, "", nil, "config", "check", bad)
+	for _, want := range []string{`sandbox.network: "loopback" is neither none`, `sandbox.limits.wall: "soon" is not a duration`,
+		"sandbox.limits.processes: 2 is below 8"} {
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Fatalf("config check of a wrong sandbox block: want exit 1 saying %q; got %s", want, r)
+		}
+	}
+
+	good := writeCompany(t, "sandbox:\n  limits: {wall: 10m, memory_mb: 1024}\n")
+	r = runCrewlet(t, "", nil, "config", "check", good)
+	if r.code != 0 || !strings.Contains(r.stdout, "sandbox: bubblewrap (/usr/bin/bwrap), network none, agent builtin; each command within 10m0s, 600 CPU seconds, 1024 MiB of memory") {
+		t.Fatalf("config check on a machine with bwrap: %s", r)
+	}
+
+	r = runCrewlet(t, "", []string{"PATH=" + t.TempDir()}, "config", "check", good)
+	if r.code != 0 || !strings.Contains(r.stdout, "  no sandbox: bwrap (Debian's bubblewrap package) is not installed on this node, so coding runs (run_sandbox) are not offered") {
+		t.Fatalf("config check on a machine without bwrap: %s", r)
+	}
+}

@@ -51,6 +51,7 @@ func CheckFile(stdout, stderr io.Writer, path, dataDir string, env config.Lookup
 	default:
 		fmt.Fprintf(stdout, "  search: keyword and meaning (%s) once its provider's variables are set\n", c.Models.Embeddings.Model)
 	}
+	fmt.Fprintln(stdout, "  "+sandboxLine(c))
 	if _, implicit := c.Credentials(); implicit {
 		fmt.Fprintf(stdout, "  it declares no operator credential (api.auth.tokens), so the hub generates one on its first start,\n"+
 			"  keeps it in DATA_DIR/%s (mode 0600) and prints where it is; $%s, when set, is used instead\n",

@@ -336,6 +336,9 @@ func Run(ctx context.Context, o Options) error {
 	idle := seatsWithoutModel(company, src.env)
 	logModelless(log, idle)
 	notes := modelNotes(idle, o.ConfigFile)
+	if n := sandboxNote(log); n != "" {
+		notes = append(notes, n)
+	}
 	// What waits for a ${VAR} (a server, a provider's key) is said where
 	// a person looks first, as config check says it.
 	for _, p := range Preflight(company, Start{ConfigFile: o.ConfigFile, DataDir: o.DataDir, Env: src.env}) {
