@@ -44,7 +44,7 @@ func (b *Box) List(ctx context.Context, rel string) ([]Entry, error) {
 	lim := &limitedBuffer{buf: &out, max: maxListBytes}
 	// ./ keeps a name starting with "-" from reading as find's option;
 	// %P is the path under it.
-	res, err := b.run(ctx, []string{"find", "./" + c, "-mindepth", "1", "-printf", `%y %s %P\0`}, nil, lim)
+	res, err := b.run(ctx, []string{"find", "./" + c, "-mindepth", "1", "-printf", `%y %s %P\0`}, nil, runOptions{raw: lim, internal: true})
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +153,7 @@ const MaxRefs = 16 << 10
 func (b *Box) Commits(ctx context.Context) (Refs, error) {
 	var out bytes.Buffer
 	lim := &limitedBuffer{buf: &out, max: maxListBytes}
-	res, err := b.run(ctx, []string{"sh", "-c", `git rev-parse -q --verify HEAD >/dev/null || exit 0; exec git log --no-color --format='%H %s'`}, nil, lim)
+	res, err := b.run(ctx, []string{"sh", "-c", `git rev-parse -q --verify HEAD >/dev/null || exit 0; exec git log --no-color --format='%H %s'`}, nil, runOptions{raw: lim, internal: true})
 	if err != nil {
 		return Refs{}, err
 	}

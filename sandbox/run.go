@@ -68,13 +68,23 @@ type Result struct {
 // is the box's own failure (it could not start, it was removed); how the
 // command ended, including a killed one, is in the Result.
 func (b *Box) Run(ctx context.Context, argv []string, stdin io.Reader) (Result, error) {
-	return b.run(ctx, argv, stdin, nil)
+	return b.run(ctx, argv, stdin, runOptions{})
 }
 
-// run is Run, with the output stream written whole to raw instead of the
-// transcript when raw is set (the box's own listings and logs, which are
-// read, not shown).
-func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Writer) (Result, error) {
+// runOptions are what the box's own uses of a run add to Run.
+type runOptions struct {
+	// raw, when set, is handed the output stream whole as well as the
+	// transcript: a listing or log the box reads, or a CLI's events.
+	raw io.Writer
+	// env is laid over the box's environment for this run.
+	env []string
+	// internal marks a run of the box's own (a listing, the
+	// repository's log), which leaves nothing in the workspace to count.
+	internal bool
+}
+
+// run is Run with opts.
+func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, opts runOptions) (Result, error) {
 	if len(argv) == 0 {
 		return Result{}, errors.New("no command to run")
 	}
@@ -87,7 +97,7 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 	before := b.cg.counters()
 
 	cmd := exec.Command("/bin/sh", b.launcher(argv)...)
-	cmd.Env = b.env
+	cmd.Env = append(append([]string(nil), b.env...), opts.env...)
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if stdin != nil {
@@ -110,7 +120,7 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 		}
 	}
 	out := &streams{stdout: newTranscript(TranscriptHead, TranscriptTail), stderr: &tailBuffer{max: StderrTail},
-		max: int64(l.OutputMB) << 20, raw: raw, onFull: func() { kill(LimitOutput) }}
+		max: int64(l.OutputMB) << 20, raw: opts.raw, onFull: func() { kill(LimitOutput) }}
 	cmd.Stdout = out.writer(false)
 	cmd.Stderr = out.writer(true)
 	// The pipes close once every process holding them has died; the
@@ -167,7 +177,7 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, raw io.Wr
 		res.Exit = -1
 	}
 	res.Reached = b.reached(before, res.Exit)
-	if raw == nil {
+	if !opts.internal {
 		// What the run left in the workspace counts against the box's
 		// disk and file limits (the box's own listings add nothing).
 		if u, err := b.DiskUsage(); err == nil {
@@ -373,13 +383,13 @@ func (w streamWriter) Write(p []byte) (int, error) {
 		s.full = true
 	}
 	s.total += int64(len(p))
-	switch {
-	case w.stderr:
+	if w.stderr {
 		_, _ = s.stderr.Write(p)
-	case s.raw != nil:
-		_, _ = s.raw.Write(p)
-	default:
+	} else {
 		_, _ = s.stdout.Write(p)
+		if s.raw != nil {
+			_, _ = s.raw.Write(p)
+		}
 	}
 	if s.full {
 		// The line the limit cut is not kept as if it were whole.
