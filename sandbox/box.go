@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -37,9 +39,10 @@ type Box struct {
 	// another, and what the groups count belongs to the run reading it.
 	runs sync.Mutex
 
-	mu     sync.Mutex
-	closed bool
-	active map[int]bool // process groups of runs in flight, for Close
+	mu      sync.Mutex
+	closed  bool
+	active  map[int]bool // process groups of runs in flight, for Close
+	gateway *gateway     // the model gateway, once ServeModel opened it
 }
 
 // Open makes a box: a fresh directory under parentDir holding a workspace
@@ -72,8 +75,20 @@ func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box
 	}
 	b := &Box{bwrap: bwrap, cfg: cfg, dir: dir, ws: ws, env: append([]string(nil), env...),
 		cg: newCgroup("crewlet-"+filepath.Base(dir)+"-"+randomHex(4), cfg.Limits), active: map[int]bool{}}
-	if cfg.Agent.Command != "" {
-		b.extra = append(b.extra, filepath.Dir(cfg.Agent.Command))
+	if !cfg.Agent.Builtin() {
+		// The CLI is seen in the box where the host has it, its own
+		// directory bound read-only (links resolved, so an npm .bin
+		// link's target is what is bound).
+		command := cfg.Agent.Command
+		if command == "" {
+			command, _ = exec.LookPath(cfg.Agent.CLI)
+		}
+		if real, err := filepath.EvalSymlinks(command); err == nil && command != "" {
+			b.cfg.Agent.Command = real
+			if !strings.HasPrefix(real, "/usr/") {
+				b.extra = append(b.extra, filepath.Dir(real))
+			}
+		}
 	}
 	// The repository is made inside the box, by the box's own git, so it
 	// is one the box's commands can use as they find it.
@@ -107,7 +122,11 @@ func (b *Box) Close() error {
 	for pgid := range b.active {
 		killGroup(pgid)
 	}
+	gw := b.gateway
 	b.mu.Unlock()
+	if gw != nil {
+		_ = gw.srv.Close()
+	}
 	// Wait for a run in flight to see its kill and drain.
 	b.runs.Lock()
 	defer b.runs.Unlock()
@@ -133,9 +152,6 @@ func randomHex(n int) string {
 // it: what of the system the box sees, its namespaces and its workspace.
 func (b *Box) bwrapArgs() []string {
 	args := systemBinds()
-	for _, d := range b.extra {
-		args = append(args, "--ro-bind", d, d)
-	}
 	args = append(args,
 		"--unshare-all",
 		"--die-with-parent",
@@ -152,6 +168,16 @@ func (b *Box) bwrapArgs() []string {
 		"--bind", b.ws, Workspace,
 		"--chdir", Workspace,
 	)
+	// After /tmp and /home are the box's own, so a CLI kept under
+	// either is not hidden by them.
+	for _, d := range b.extra {
+		args = append(args, "--ro-bind", d, d)
+	}
+	b.mu.Lock()
+	if b.gateway != nil {
+		args = append(args, "--ro-bind", b.gateway.dir, GatewayDir)
+	}
+	b.mu.Unlock()
 	if b.cfg.Network == NetworkHost {
 		args = append(args, "--share-net", "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf")
 	}
