@@ -1,0 +1,90 @@
+package sandbox
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/hub/agent-runtime/modeltest"
+)
+
+// opencodeBinary is the OpenCode pinned in e2e/package.json, as `npm ci
+// --prefix e2e` installs it (its linux-x64 build); CREWLET_OPENCODE names
+// another copy of the same version.
+func opencodeBinary(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("CREWLET_OPENCODE")
+	if bin == "" {
+		abs, err := filepath.Abs("../e2e/node_modules/opencode-linux-x64/bin/opencode")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = abs
+	}
+	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
+		t.Fatalf("OpenCode is not installed at %s (%v): run `npm ci --prefix e2e` from the repository root, which installs the version e2e/package.json pins", bin, err)
+	}
+	return bin
+}
+
+// Issue 38, item 4: the real OpenCode, in a real box without network,
+// pointed at a stand-in OpenAI-compatible model through the box's model
+// gateway, writes a script and runs it; its JSON events are the run's
+// transcript and its final message the report. The provider's key reaches
+// the provider and never the box.
+func TestOpenCodeWritesAndRunsAScriptInTheBox(t *testing.T) {
+	bin := opencodeBinary(t)
+	m := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
+		if !c.Offers("bash") {
+			return modeltest.Reply{Text: "Hello script"} // the session's title
+		}
+		switch c.Round() {
+		case 0:
+			return modeltest.Reply{Calls: []modeltest.Call{{ID: "w1", Name: "write",
+				Args: map[string]any{"filePath": "hello.sh", "content": "#!/bin/sh\necho \"hello from $(hostname) in $(pwd)\"\necho \"key: ${OPENAI_API_KEY:-none}\"\n"}}}}
+		case 1:
+			return modeltest.Reply{Calls: []modeltest.Call{{ID: "b1", Name: "bash",
+				Args: map[string]any{"command": "sh hello.sh", "description": "run the script"}}}}
+		}
+		return modeltest.Reply{Text: "Done: the script printed its greeting."}
+	})
+	b := openBox(t, Config{Agent: AgentSpec{CLI: "opencode", Command: bin}, Limits: Limits{Wall: 3 * time.Minute}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := b.RunCLI(ctx, CLITask{Prompt: "Write hello.sh that greets, and run it.", Model: "stand-in",
+		Provider: Provider{BaseURL: m.OpenAIBase(), Header: http.Header{"Authorization": {"Bearer sk-provider-key"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Exit != 0 || res.Killed != "" {
+		t.Fatalf("exit %d, killed %q, stderr:\n%s", res.Exit, res.Killed, res.Stderr)
+	}
+	if res.Report != "Done: the script printed its greeting." {
+		t.Fatalf("report %q; transcript:\n%s", res.Report, res.Transcript)
+	}
+	if !strings.Contains(res.Transcript, `"type":"tool_use"`) || res.Events < 6 {
+		t.Fatalf("the transcript is not the CLI's event stream (%d events):\n%s", res.Events, res.Transcript)
+	}
+	script, err := b.ReadFile("hello.sh")
+	if err != nil || !strings.Contains(string(script), "hello from") {
+		t.Fatalf("the script is not in the workspace: %q %v", script, err)
+	}
+	var ran string
+	for _, c := range m.Requests() {
+		for _, r := range c.Results() {
+			if r.CallID == "b1" {
+				ran = r.Text
+			}
+		}
+		if got := c.Header.Get("Authorization"); got != "Bearer sk-provider-key" {
+			t.Fatalf("the provider was called with Authorization %q", got)
+		}
+	}
+	if !strings.Contains(ran, "hello from box in "+Workspace) || !strings.Contains(ran, "key: none") {
+		t.Fatalf("the script did not run in the box, or saw a key: %q", ran)
+	}
+}
