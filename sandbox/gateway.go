@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -79,7 +80,16 @@ func (b *Box) ServeModel(p Provider) error {
 		// A streamed answer reaches the CLI as it is written.
 		FlushInterval: -1,
 	}
-	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 30 * time.Second}
+	// Only the model's API is reached: a path outside /v1/ (or climbing
+	// out of it) is answered here, never sent on with the key.
+	only := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := path.Clean(r.URL.Path); !strings.HasPrefix(p, "/v1/") || p != r.URL.Path {
+			http.Error(w, "the model gateway serves only the model's API, under /v1/", http.StatusNotFound)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Handler: only, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	b.gateway = &gateway{dir: dir, srv: srv}
 	return nil
