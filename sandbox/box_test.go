@@ -76,3 +76,39 @@ func TestBoxWritesRunsListsAndDelivers(t *testing.T) {
 		t.Fatalf("the workspace outlived Close: %v", err)
 	}
 }
+
+// Close stops a run in flight and everything it started, and is safe
+// twice.
+func TestCloseStopsARunInFlight(t *testing.T) {
+	ctx := context.Background()
+	b, err := Open(ctx, Config{}, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.WriteFile("fifo-wait.sh", []byte("mkfifo f && echo started && exec cat f\n")); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.run(ctx, []string{"sh", "fifo-wait.sh"}, nil, runOptions{raw: writerFunc(func(p []byte) {
+			if strings.Contains(string(p), "started") {
+				close(started)
+			}
+		})})
+		done <- err
+	}()
+	<-started
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "the box was removed") {
+		t.Fatalf("the run ended %v, want the box removed", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := b.Run(ctx, []string{"true"}, nil); err == nil {
+		t.Fatal("a closed box ran a command")
+	}
+}
