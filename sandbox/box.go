@@ -50,8 +50,8 @@ type Box struct {
 // the commits its agent made), the box's cgroups where the machine offers
 // them, and env as the environment of everything run in it. env is taken
 // as given: build it with Env, which holds it to the host allowlist plus
-// what the run's configuration names (ENV-1). parentDir must not be, nor
-// hold, anything the box may not see — only the workspace is bound.
+// what the run's configuration names (ENV-1). Only the workspace is bound
+// into the box, so parentDir may lie under the hub's data directory.
 func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box, error) {
 	cfg = cfg.WithDefaults()
 	if problems := cfg.Validate(); len(problems) > 0 {

@@ -140,6 +140,11 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, opts runO
 	killMu.Unlock()
 	b.mu.Lock()
 	b.active[pgid] = true
+	if b.closed {
+		// Close came between the check above and now, and could not
+		// see this run to kill it.
+		killGroup(pgid)
+	}
 	b.mu.Unlock()
 
 	wall := time.AfterFunc(l.Wall, func() { kill(LimitWall) })
@@ -162,9 +167,8 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, opts runO
 	out.mu.Lock()
 	out.stdout.finish()
 	res := Result{
-		Killed:     why,
-		Transcript: out.stdout.String(),
-
+		Killed:             why,
+		Transcript:         out.stdout.String(),
 		Stderr:             out.stderr.String(),
 		StderrBytesLeftOut: out.stderr.dropped,
 		OutputBytes:        out.total,
