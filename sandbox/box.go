@@ -103,6 +103,28 @@ func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box
 	return b, nil
 }
 
+// Sweep removes every box a hub left under parentDir without closing it
+// (it ended, or its node died), with whatever their cgroups still hold.
+// Call it as the node starts, before it opens a box there: a box is its
+// run's, and a run is never resumed by another process.
+func Sweep(parentDir string) error {
+	entries, err := os.ReadDir(parentDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "box-") {
+			continue
+		}
+		errs = append(errs, removeGroupsOf(e.Name()), os.RemoveAll(filepath.Join(parentDir, e.Name())))
+	}
+	return errors.Join(errs...)
+}
+
 // Config is the box's configuration, with its defaults.
 func (b *Box) Config() Config { return b.cfg }
 

@@ -112,3 +112,33 @@ func TestCloseStopsARunInFlight(t *testing.T) {
 		t.Fatal("a closed box ran a command")
 	}
 }
+
+// A box left by a hub that ended without closing it is removed by the next
+// start's Sweep: its workspace and its cgroups.
+func TestSweepRemovesBoxesLeftBehind(t *testing.T) {
+	parent := t.TempDir()
+	b, err := Open(context.Background(), Config{}, parent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := []string{filepath.Dir(b.Dir())}
+	for _, d := range []string{b.cg.pids, b.cg.memory} {
+		if d != "" {
+			left = append(left, d)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(parent, "not-a-box"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := Sweep(parent); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range left {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Fatalf("%s outlived the sweep: %v", d, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(parent, "not-a-box")); err != nil {
+		t.Fatalf("the sweep removed what is not a box: %v", err)
+	}
+}

@@ -198,3 +198,28 @@ func (cg *cgroup) remove() error {
 	}
 	return err
 }
+
+// removeGroupsOf removes the groups of the box directory named box, left
+// by a hub that ended without closing it: their names start with it.
+func removeGroupsOf(box string) error {
+	var errs []error
+	own := ownCgroups()
+	for _, controller := range []string{"pids", "memory"} {
+		path, ok := own[controller]
+		if !ok {
+			continue
+		}
+		parent := filepath.Join(cgroupV1Root, controller, path)
+		matches, _ := filepath.Glob(filepath.Join(parent, "crewlet-"+box+"-*"))
+		for _, dir := range matches {
+			cg := &cgroup{}
+			if controller == "pids" {
+				cg.pids = dir
+			} else {
+				cg.memory = dir
+			}
+			errs = append(errs, cg.remove())
+		}
+	}
+	return errors.Join(errs...)
+}
