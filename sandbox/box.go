@@ -61,6 +61,12 @@ func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box
 	if err != nil {
 		return nil, err
 	}
+	cli := ""
+	if !cfg.Agent.Builtin() {
+		if cli, err = findCLI(cfg.Agent); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(parentDir, 0o700); err != nil {
 		return nil, err
 	}
@@ -77,17 +83,10 @@ func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box
 		cg: newCgroup("crewlet-"+filepath.Base(dir)+"-"+randomHex(4), cfg.Limits), active: map[int]bool{}}
 	if !cfg.Agent.Builtin() {
 		// The CLI is seen in the box where the host has it, its own
-		// directory bound read-only (links resolved, so an npm .bin
-		// link's target is what is bound).
-		command := cfg.Agent.Command
-		if command == "" {
-			command, _ = exec.LookPath(cfg.Agent.CLI)
-		}
-		if real, err := filepath.EvalSymlinks(command); err == nil && command != "" {
-			b.cfg.Agent.Command = real
-			if !strings.HasPrefix(real, "/usr/") {
-				b.extra = append(b.extra, filepath.Dir(real))
-			}
+		// directory bound read-only unless it is under /usr already.
+		b.cfg.Agent.Command = cli
+		if !strings.HasPrefix(cli, "/usr/") {
+			b.extra = append(b.extra, filepath.Dir(cli))
 		}
 	}
 	// The repository is made inside the box, by the box's own git, so it
@@ -101,6 +100,27 @@ func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box
 		return nil, fmt.Errorf("the box could not be prepared: %w", err)
 	}
 	return b, nil
+}
+
+// findCLI is the coding CLI's executable with its links resolved (an npm
+// .bin link's target is what is bound into the box), or why there is none.
+func findCLI(spec AgentSpec) (string, error) {
+	command := spec.Command
+	if command == "" {
+		path, err := exec.LookPath(spec.CLI)
+		if err != nil {
+			return "", fmt.Errorf("the coding CLI %s is not installed on this node: it is not on the hub's PATH, and sandbox.agent.command names none", spec.CLI)
+		}
+		command = path
+	}
+	real, err := filepath.EvalSymlinks(command)
+	if err != nil {
+		return "", fmt.Errorf("the coding CLI %s is not at %s (sandbox.agent.command): %v", spec.CLI, command, err)
+	}
+	if fi, err := os.Stat(real); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return "", fmt.Errorf("the coding CLI %s at %s (sandbox.agent.command) is not an executable file", spec.CLI, command)
+	}
+	return real, nil
 }
 
 // Sweep removes every box a hub left under parentDir without closing it

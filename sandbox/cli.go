@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strconv"
 
 	"github.com/crewlet/hub/authority"
@@ -65,14 +64,7 @@ func (b *Box) RunCLI(ctx context.Context, task CLITask) (CLIResult, error) {
 	if spec.Builtin() {
 		return CLIResult{}, errors.New("the box's agent is the builtin one, not a coding CLI")
 	}
-	command := spec.Command
-	if command == "" {
-		path, err := exec.LookPath(spec.CLI)
-		if err != nil {
-			return CLIResult{}, fmt.Errorf("the coding CLI %s is not installed on this node (not on PATH, and sandbox.agent.command names none)", spec.CLI)
-		}
-		command = path
-	}
+	command := spec.Command // found by Open
 	b.mu.Lock()
 	open := b.gateway != nil
 	b.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -86,5 +87,28 @@ func TestOpenCodeWritesAndRunsAScriptInTheBox(t *testing.T) {
 	}
 	if !strings.Contains(ran, "hello from box in "+Workspace) || !strings.Contains(ran, "key: none") {
 		t.Fatalf("the script did not run in the box, or saw a key: %q", ran)
+	}
+}
+
+// A box for a CLI the node does not have is refused as it opens, saying
+// where it was looked for.
+func TestOpenRefusesAMissingCLI(t *testing.T) {
+	_, err := Open(context.Background(), Config{Agent: AgentSpec{CLI: "opencode", Command: "/nonexistent/opencode"}}, t.TempDir(), nil)
+	if err == nil || !strings.Contains(err.Error(), "the coding CLI opencode is not at /nonexistent/opencode (sandbox.agent.command)") {
+		t.Fatalf("%v", err)
+	}
+	// a PATH with bwrap and nothing else
+	bin := t.TempDir()
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bwrap, filepath.Join(bin, "bwrap")); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	_, err = Open(context.Background(), Config{Agent: AgentSpec{CLI: "opencode"}}, t.TempDir(), nil)
+	if err == nil || !strings.Contains(err.Error(), "not on the hub's PATH") {
+		t.Fatalf("%v", err)
 	}
 }
