@@ -26,13 +26,14 @@ const (
 // Box is one run's sandbox: its workspace on the host and the limits every
 // command in it is held to. Open makes one; Close removes it.
 type Box struct {
-	bwrap string
-	cfg   Config
-	dir   string // the host directory holding the workspace
-	ws    string // the workspace on the host
-	env   []string
-	cg    *cgroup
-	extra []string // read-only binds the agent needs (its CLI's directory)
+	bwrap   string
+	prlimit string
+	cfg     Config
+	dir     string // the host directory holding the workspace
+	ws      string // the workspace on the host
+	env     []string
+	cg      *cgroup
+	extra   []string // read-only binds the agent needs (its CLI's directory)
 
 	// runs take turns: each is killed whole and its processes drained
 	// before the next starts, so a limit reached by one never kills
@@ -79,7 +80,12 @@ func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	b := &Box{bwrap: bwrap, cfg: cfg, dir: dir, ws: ws, env: append([]string(nil), env...),
+	prlimit, err := exec.LookPath("prlimit") // Find saw it
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	b := &Box{bwrap: bwrap, prlimit: prlimit, cfg: cfg, dir: dir, ws: ws, env: append([]string(nil), env...),
 		cg: newCgroup("crewlet-"+filepath.Base(dir)+"-"+randomHex(4), cfg.Limits), active: map[int]bool{}}
 	if !cfg.Agent.Builtin() {
 		// The CLI is seen in the box where the host has it, its own

@@ -97,14 +97,16 @@ func TestOpenRefusesAMissingCLI(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "the coding CLI opencode is not at /nonexistent/opencode (sandbox.agent.command)") {
 		t.Fatalf("%v", err)
 	}
-	// a PATH with bwrap and nothing else
+	// a PATH with the box's own tools and nothing else
 	bin := t.TempDir()
-	bwrap, err := exec.LookPath("bwrap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(bwrap, filepath.Join(bin, "bwrap")); err != nil {
-		t.Fatal(err)
+	for _, tool := range []string{"bwrap", "prlimit"} {
+		path, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(path, filepath.Join(bin, tool)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Setenv("PATH", bin)
 	_, err = Open(context.Background(), Config{Agent: AgentSpec{CLI: "opencode"}}, t.TempDir(), nil)

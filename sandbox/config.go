@@ -29,8 +29,9 @@ type Limits struct {
 	// times it), else each process's address space (RLIMIT_AS); default
 	// 2048.
 	MemoryMB int
-	// Processes is how many processes the box may hold at once: a pids
-	// cgroup where offered, else the per-user RLIMIT_NPROC (default 256).
+	// Processes is how many processes the box may hold at once, each
+	// thread counted as the kernel counts it: a pids cgroup where
+	// offered, else the per-user RLIMIT_NPROC (default 256).
 	Processes int
 	// FileMB is the largest file a process may write (RLIMIT_FSIZE,
 	// default 256).

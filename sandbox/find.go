@@ -20,6 +20,9 @@ func Find() (string, error) {
 	if err != nil {
 		return "", errors.New("no sandbox: bwrap (Debian's bubblewrap package) is not installed on this node, so coding runs (run_sandbox) are not offered; install bubblewrap and restart the hub")
 	}
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		return "", errors.New("no sandbox: prlimit (util-linux) is not installed on this node, and a box's limits are set with it, so coding runs (run_sandbox) are not offered")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, append(systemBinds(), "--unshare-all", "--die-with-parent", "--", "/bin/true")...)

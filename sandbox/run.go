@@ -214,7 +214,7 @@ exec "$@"`
 	procs := b.cg.procsFiles()
 	args := []string{"-c", script, "sh", strconv.Itoa(len(procs))}
 	args = append(args, procs...)
-	args = append(args, "prlimit")
+	args = append(args, b.prlimit)
 	args = append(args, b.rlimits()...)
 	args = append(args, "--", b.bwrap)
 	args = append(args, b.bwrapArgs()...)
