@@ -9,19 +9,31 @@ import (
 	"time"
 )
 
-// openBox opens a real box under the test's temporary directory with l as
-// its limits, closed at the test's end.
+// openBox opens a real box under the test's temporary directory with
+// cfg, closed at the test's end.
 func openBox(t *testing.T, cfg Config) *Box {
+	t.Helper()
+	return openBoxIn(t, cfg, t.TempDir(), Env(os.Environ(), nil))
+}
+
+// openBoxIn opens a real box under parent with env, closed at the test's
+// end, when nothing of it may be left: its workspace nor its cgroups.
+func openBoxIn(t *testing.T, cfg Config, parent string, env []string) *Box {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := Open(ctx, cfg, t.TempDir(), Env(os.Environ(), nil))
+	b, err := Open(ctx, cfg, parent, env)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := b.Close(); err != nil {
 			t.Errorf("close: %v", err)
+		}
+		for _, d := range []string{filepath.Dir(b.Dir()), b.cg.pids, b.cg.memory} {
+			if _, err := os.Stat(d); d != "" && !os.IsNotExist(err) {
+				t.Errorf("%s outlived Close: %v", d, err)
+			}
 		}
 	})
 	return b

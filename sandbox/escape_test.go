@@ -44,11 +44,7 @@ func TestEscapeHubDataAndTokenUnreachable(t *testing.T) {
 	ctx := context.Background()
 	// The workspace lives under the data directory on the host, as the
 	// hub keeps it: only the workspace itself is bound.
-	b, err := Open(ctx, Config{}, filepath.Join(data, "boxes"), Env(host, map[string]string{"RUN_VAR": "named"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBoxIn(t, Config{}, filepath.Join(data, "boxes"), Env(host, map[string]string{"RUN_VAR": "named"}))
 	res, err := b.Run(ctx, []string{"sh", "-c", `cat "$1"; ls "$2"; ls ../..; env`, "sh", token, data}, nil)
 	if err != nil {
 		t.Fatal(err)
