@@ -80,6 +80,7 @@ func (c *Company) check() Violations {
 	c.checkModels(add)
 	c.checkBudget(add)
 	c.checkSandbox(add)
+	c.checkLimits(add)
 	if t := c.API.TLS; (t.CertFile == "") != (t.KeyFile == "") {
 		add("api.tls: name both cert_file and key_file, or neither; half a pair would serve plain HTTP where HTTPS was meant")
 	}

@@ -177,6 +177,8 @@ type API struct {
 	PublicURL URLs `yaml:"public_url"`
 	Auth      Auth `yaml:"auth"`
 	TLS       TLS  `yaml:"tls"`
+	// Limits caps what one credential may hold of the node (limits.go).
+	Limits Limits `yaml:"limits"`
 }
 
 // TLS names the certificate and key the hub serves HTTPS with; paths
