@@ -244,7 +244,17 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 		ctx = withClientRound(ctx, firstRound)
 	}
 	var a answer
-	if caller, err := keyedCaller(p.Caller(), r.Header); err != nil {
+	var session string
+	if sess != nil {
+		session = sess.id
+	}
+	done, refused := f.startCall(p, session)
+	if refused == nil {
+		defer done()
+	}
+	if refused != nil {
+		a = answer{res: servers.Refused(refused)}
+	} else if caller, err := keyedCaller(p.Caller(), r.Header); err != nil {
 		a = answer{res: servers.Refused(keyRefusal(err))}
 	} else {
 		a = f.router.callForPerson(ctx, CompanyRegistry(f.company), caller, c.name, c.args)

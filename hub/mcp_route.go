@@ -70,6 +70,15 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 			f.stateless.ServeHTTP(w, r)
 			return
 		}
+		if r.Method == http.MethodGet && f.sessions.get(r.Header.Get("Mcp-Session-Id")) != nil {
+			// A session's event stream holds its connection for as long
+			// as the session lasts: counted against its credential.
+			done, ok := f.openingStream(w, r)
+			if !ok {
+				return
+			}
+			defer done()
+		}
 		f.stateful.ServeHTTP(w, r)
 		return
 	}
@@ -111,6 +120,15 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 	if isModern {
 		f.stateless.ServeHTTP(w, r)
 		return
+	}
+	if r.Header.Get("Mcp-Session-Id") == "" {
+		// A POST with no session may open one (an initialize): counted
+		// against its credential before the SDK opens it.
+		done, ok := f.openingSession(w, r)
+		if !ok {
+			return
+		}
+		defer done()
 	}
 	f.stateful.ServeHTTP(w, r)
 }

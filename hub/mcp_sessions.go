@@ -66,6 +66,9 @@ type sessionTable struct {
 	idle, grace time.Duration
 	mu          sync.Mutex
 	byID        map[string]*opSession
+	// closed, if set, is told each session id leaving the table, once
+	// (the caps per credential give its slot back).
+	closed func(id string)
 }
 
 // newSessionTable keeps a session in use for idle, one whose client sent
@@ -115,10 +118,14 @@ func (t *sessionTable) close(s *opSession) {
 // forget drops a session the SDK has closed (or is closing).
 func (t *sessionTable) forget(s *opSession) {
 	t.mu.Lock()
-	if t.byID[s.id] == s {
+	left := t.byID[s.id] == s
+	if left {
 		delete(t.byID, s.id)
 	}
 	t.mu.Unlock()
+	if left && t.closed != nil {
+		t.closed(s.id)
+	}
 	s.mu.Lock()
 	if s.timer != nil {
 		s.timer.Stop()

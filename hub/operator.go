@@ -87,6 +87,8 @@ type operator struct {
 	tokenCount atomic.Int64
 	// sessions are the 2025 sessions, as the fast path needs them.
 	sessions *sessionTable
+	// caps are what each credential holds against api.limits (caps.go).
+	caps caps
 	// noFast leaves every call to the SDK: the path the fast path is
 	// tested against. fastCalls counts the calls the fast path answered.
 	noFast    atomic.Bool

@@ -22,6 +22,7 @@ func newOperator(d operatorDeps) *operator {
 		sessions: newSessionTable(d.opts.SessionIdle, d.opts.SessionGrace),
 		impl:     &mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}}
 	f.serverInfo, _ = json.Marshal(f.impl)
+	f.sessions.closed = f.sessionClosed
 	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{
 		Instructions: "The Crewlet hub's operator catalogue: the company's builtin tools and its MCP servers' tools, decided by your bearer token on every call.",
 		Logger:       quiet(d.log).With("component", "operator_mcp"),
@@ -204,7 +205,16 @@ func (f *operator) call(ctx context.Context, req *mcp.CallToolRequest) *mcp.Call
 	ctx = withCallHeader(ctx, req.Extra)
 	caller := p.Caller()
 	var res *mcp.CallToolResult
-	if req.Extra != nil {
+	var session string
+	if req.Session != nil && f.sessions.get(req.Session.ID()) != nil {
+		session = req.Session.ID()
+	}
+	if done, refused := f.startCall(p, session); refused != nil {
+		res = servers.Refused(refused)
+	} else {
+		defer done()
+	}
+	if res == nil && req.Extra != nil {
 		var err error
 		if caller, err = keyedCaller(caller, req.Extra.Header); err != nil {
 			res = servers.Refused(keyRefusal(err))

@@ -488,8 +488,9 @@ func parseLevels(s string) ([]int, error) {
 }
 
 // company is the hub's company file: one admin operator whose token comes
-// from tokenVar, whose unit owns project LOAD of the native tracker, and the
-// echo upstream three times: over HTTP statelessly and with sessions, and as
+// from tokenVar (it stands for every client of a run, so its caps per
+// credential are lifted past any run's numbers), whose unit owns project
+// LOAD of the native tracker, and the echo upstream three times: over HTTP statelessly and with sessions, and as
 // a stdio child (this binary), each behind its own prefix so the echo tools
 // do not collide.
 func company(echoBase, self string) string {
@@ -504,6 +505,7 @@ api:
   auth:
     tokens:
       - {id: load, token: "${%s}", seat: load}
+  limits: {sessions_per_credential: 1000000, streams_per_credential: 1000000, calls_per_credential: 1000000, calls_per_session: 1000000}
 mcp_servers:
   - name: echo_http
     url: %q
