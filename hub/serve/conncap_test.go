@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -15,21 +16,20 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Issue 37 (connections): with MaxConns connections open the next one is
-// answered 503 with Retry-After and a sentence naming the cap and
-// --max-conns, then ends with a clean FIN; it is not left in the kernel's
-// queue, where behind 2025 sessions' event streams (each holds its slot
-// for the session's life) it would wait for good. A slot freed serves a
-// new connection again.
+// Issue 37 (connections): with MaxConns connections serving requests the
+// next one is answered 503 with Retry-After and a sentence naming the cap
+// and --max-conns, then ends with a clean FIN; it is not left in the
+// kernel's queue, where behind 2025 sessions' event streams (each holds
+// its slot for the session's life) it would wait for good. A slot freed
+// serves a new connection again.
 func TestConnectionPastTheCapIsAnswered503(t *testing.T) {
-	addr := runWithLimits(t, HTTPLimits{MaxConns: 3, ReadHeaderTimeout: time.Minute})
-	// The slots are held by heads begun and not ended (held for the
-	// header timeout, a minute), as an event stream holds one: the hub
-	// accepts in the order clients connect, so these three take them all
-	// and nothing transient (a request's connection still closing) is in
-	// play.
+	addr := runWithLimits(t, HTTPLimits{MaxConns: 3, ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute})
+	// The slots are held by requests in service, as an event stream
+	// holds one (a connection serving no request would give its slot to
+	// the newcomer: TestIdleSocketsDoNotKeepAVerifiedClientOut).
 	var held []net.Conn
 	for range 3 {
 		h, err := net.Dial("tcp", addr)
@@ -37,7 +37,7 @@ func TestConnectionPastTheCapIsAnswered503(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer h.Close()
-		fmt.Fprintf(h, "GET /healthz HTTP/1.1\r\nHost: %s\r\n", addr)
+		inService(t, h, addr)
 		held = append(held, h)
 	}
 
@@ -62,20 +62,38 @@ func TestConnectionPastTheCapIsAnswered503(t *testing.T) {
 	})
 }
 
+// inService makes c hold its slot as a request being answered does: an
+// authenticated POST whose body never comes. The hub's 100 Continue says
+// its handler is reading the body, so the request is in service.
+func inService(t *testing.T, c net.Conn, host string) {
+	t.Helper()
+	fmt.Fprintf(c, "POST /operator/mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
+		"Accept: application/json, text/event-stream\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n", host, limitsToken)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+		t.Fatalf("a request held in service: read %q, %v; want 100 Continue", line, err)
+	}
+	if blank, err := br.ReadString('\n'); err != nil || blank != "\r\n" {
+		t.Fatalf("after 100 Continue: %q, %v", blank, err)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+}
+
 // Issue 37 (connections), over HTTPS: the connection past the cap
 // completes its handshake — offered HTTP/1.1 alone, even by a client that
 // asks for HTTP/2 first — and reads the same 503.
 func TestConnectionPastTheCapIsAnswered503OverTLS(t *testing.T) {
-	h := runTLS(t, HTTPLimits{MaxConns: 1, ReadHeaderTimeout: time.Minute})
+	h := runTLS(t, HTTPLimits{MaxConns: 1, ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute})
 	host := strings.TrimPrefix(h.base, "https://")
-	// The one slot: a handshake done means the hub accepted it, and a
-	// head begun and not ended holds it for the header timeout.
+	// The one slot, held by a request in service.
 	held, err := tls.Dial("tcp", host, &tls.Config{RootCAs: h.ca.Pool, NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	fmt.Fprintf(held, "GET /healthz HTTP/1.1\r\nHost: %s\r\n", host)
+	inService(t, held, host)
 
 	// The dialer's timeout (the handshake's too) is a hang detector only.
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", host,
@@ -141,7 +159,10 @@ func TestConnectionsPastTheCapBeyondTheAnswersInFlightAreClosed(t *testing.T) {
 			if err != nil {
 				return
 			}
-			defer c.Close() // the one within the cap is held
+			// The one within the cap is held, serving a request: a
+			// connection serving none would give its slot to the next.
+			c.(*limitConn).begin()
+			defer c.Close()
 		}
 	}()
 	addr := inner.Addr().String()
@@ -196,4 +217,51 @@ func TestSilentConnectionFreesItsSlotAtTheHeaderTimeout(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+}
+
+// Issue 37 (connections): sockets that send nothing, or part of a head
+// and then nothing, cannot keep a verified client out, even when they
+// fill every slot and the header timeout is a minute away: each newcomer
+// past the cap takes the place of the socket that has waited longest for
+// a request, which is closed. Twice the cap of such sockets, then a
+// verified MCP client, whose session and call are answered within a
+// second (a deadline, not a wait); the sockets that waited longest were
+// closed for the newcomers.
+func TestIdleSocketsDoNotKeepAVerifiedClientOut(t *testing.T) {
+	const maxConns = 8
+	addr := runWithLimits(t, HTTPLimits{MaxConns: maxConns, ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute, IdleTimeout: time.Minute})
+	var socks []net.Conn
+	for i := range 2 * maxConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if i%2 == 1 {
+			fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Slow: ", addr)
+		}
+		socks = append(socks, c)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: hubtest.Bearer{Token: limitsToken}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "verified", Version: "0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/operator/mcp", HTTPClient: hc},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatalf("a verified client behind %d idle sockets: %v", 2*maxConns, err)
+	}
+	defer cs.Close()
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatalf("a verified client's call behind %d idle sockets: %v", 2*maxConns, err)
+	}
+
+	// Accepted in the order they connected: the first maxConns gave
+	// their places to the next maxConns, the one after to the client.
+	for i := range maxConns + 1 {
+		if !hubtest.ClosedWithin(t, socks[i], socks[i], 10*time.Second) {
+			t.Fatalf("idle socket %d of %d is still open, want it closed for a newcomer", i, 2*maxConns)
+		}
+	}
 }

@@ -66,7 +66,10 @@ func (l *HTTPLimits) ensureDefaults() {
 func newHTTPServer(h http.Handler, ln net.Listener, l HTTPLimits, log *slog.Logger) (*http.Server, net.Listener) {
 	l.ensureDefaults()
 	srv := &http.Server{
-		Handler:           h,
+		// A connection serving a request keeps its slot; one serving
+		// none gives it to a newcomer past the cap (limitListener).
+		Handler:           serving(h),
+		ConnContext:       connContext,
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		IdleTimeout:       l.IdleTimeout,
