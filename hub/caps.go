@@ -17,7 +17,9 @@ import (
 // a credential at its cap changes nothing for any other.
 //
 // What a client past a cap gets, and why:
-//   - an initialize past sessions_per_credential, and a GET past
+//   - a request past requests_per_credential (requests in service, of any
+//     kind, on any route behind the bearer check: each holds a
+//     connection), an initialize past sessions_per_credential, and a GET past
 //     streams_per_credential, are answered 429 at once, with Retry-After
 //     and a sentence naming the cap, its number and the key that raises
 //     it. A session refused its stream works on without it: the go-sdk
@@ -30,10 +32,13 @@ import (
 //     and the session goes on; a 429 on the call's POST reaches a go-sdk
 //     client (v1.8.0) as "Too Many Requests" alone, the sentence dropped.
 
-// capRetryAfter is the Retry-After of a 429, in seconds: a session its
-// client left is closed after the session grace (a minute by default),
-// which frees its slot and its stream's.
-const capRetryAfter = 60
+// The Retry-After of a 429, in seconds. A session its client left is
+// closed after the session grace (a minute by default), which frees its
+// slot and its stream's; most requests are answered within seconds.
+const (
+	sessionRetryAfter = 60
+	requestRetryAfter = 5
+)
 
 // counts is what each key (a credential, or a session) holds of one kind.
 type counts struct {
@@ -73,8 +78,8 @@ func (c *counts) held(key string) int {
 
 // caps holds the operator surface's counts against api.limits.
 type caps struct {
-	sessions, streams, calls counts // by credential
-	sessionCalls             counts // by session id
+	requests, sessions, streams, calls counts // by credential
+	sessionCalls                       counts // by session id
 	// bound is the credential each open session counts against, by id,
 	// so a session's slot is given back when it closes.
 	mu    sync.Mutex
@@ -89,9 +94,22 @@ func (f *operator) limits() config.Limits {
 }
 
 // refuseCap answers 429 at once with a sentence and Retry-After.
-func refuseCap(w http.ResponseWriter, sentence string) {
-	w.Header().Set("Retry-After", strconv.Itoa(capRetryAfter))
+func refuseCap(w http.ResponseWriter, retryAfter int, sentence string) {
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	http.Error(w, "Too Many Requests: "+sentence, http.StatusTooManyRequests)
+}
+
+// servingRequest counts a verified request against its credential while
+// it is served, or answers 429.
+func (f *operator) servingRequest(w http.ResponseWriter, p authority.Principal) (done func(), ok bool) {
+	max := f.limits().Requests()
+	if !f.caps.requests.take(p.TokenID, max) {
+		refuseCap(w, requestRetryAfter, fmt.Sprintf("credential %s has %d requests in service on this hub, the most one credential may have at once "+
+			"(each holds a connection: event streams, calls, reads). Let some finish, end sessions you no longer use, "+
+			"or have an administrator raise api.limits.requests_per_credential in the company file.", p.TokenID, max))
+		return nil, false
+	}
+	return func() { f.caps.requests.give(p.TokenID) }, true
 }
 
 // openingSession counts a would-be session (a POST that may open one)
@@ -104,7 +122,7 @@ func (f *operator) openingSession(w http.ResponseWriter, r *http.Request) (done 
 	}
 	max := f.limits().Sessions()
 	if !f.caps.sessions.take(p.TokenID, max) {
-		refuseCap(w, fmt.Sprintf("credential %s has %d MCP sessions open, the most one credential may hold at once. "+
+		refuseCap(w, sessionRetryAfter, fmt.Sprintf("credential %s has %d MCP sessions open, the most one credential may hold at once. "+
 			"End sessions you no longer use (a client ends its own with DELETE as it exits), wait for ones left idle to close, "+
 			"or have an administrator raise api.limits.sessions_per_credential in the company file.", p.TokenID, max))
 		return nil, false
@@ -153,7 +171,7 @@ func (f *operator) openingStream(w http.ResponseWriter, r *http.Request) (done f
 	}
 	max := f.limits().Streams()
 	if !f.caps.streams.take(p.TokenID, max) {
-		refuseCap(w, fmt.Sprintf("credential %s has %d event streams open (a session's GET), the most one credential may hold at once; "+
+		refuseCap(w, sessionRetryAfter, fmt.Sprintf("credential %s has %d event streams open (a session's GET), the most one credential may hold at once; "+
 			"this session works on without one, but is told of no change to the catalogue until it opens one. "+
 			"End sessions you no longer use, or have an administrator raise api.limits.streams_per_credential in the company file.", p.TokenID, max))
 		return nil, false

@@ -303,3 +303,58 @@ func TestCallsInFlightPerCredentialAreCapped(t *testing.T) {
 		})
 	}
 }
+
+// Issue 37 (caps per credential): a credential's requests in service are
+// capped, whatever they are (each holds a connection): with two calls of
+// ci held, a third request of ci, here GET /tools, is answered 429 at
+// once, while ada's is answered; once the calls answer, ci's is too.
+func TestRequestsInServicePerCredentialAreCapped(t *testing.T) {
+	th, entered, release := newCappedHub(t, "{requests_per_credential: 2}")
+	held := make(chan error, 2)
+	// 2026-07-28: no session, so once connected the calls' POSTs are all
+	// ci holds.
+	var clients []*mcp.ClientSession
+	for range 2 {
+		clients = append(clients, hubtest.Connect(t, th.url+"/operator/mcp", ciToken, "2026-07-28"))
+	}
+	t.Cleanup(release)
+	for _, cs := range clients {
+		go func() {
+			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "hold"})
+			held <- err
+		}()
+	}
+	started(t, entered)
+	started(t, entered)
+
+	tools := func(token string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodGet, th.url+"/tools", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, body := tools(ciToken)
+	refused429(t, "ci's third request", resp, body, 2, "requests_per_credential")
+	if resp, body := tools(adaToken); resp.StatusCode != http.StatusOK {
+		t.Fatalf("ada's request beside ci at its cap: %s %q", resp.Status, body)
+	}
+
+	release()
+	for range 2 {
+		if err := <-held; err != nil {
+			t.Fatalf("a held call: %v", err)
+		}
+	}
+	eventually(t, 10*time.Second, "ci's requests given back", func() (bool, string) {
+		n := th.operator.caps.requests.held("ci")
+		return n == 0, strconv.Itoa(n) + " held"
+	})
+	if resp, body := tools(ciToken); resp.StatusCode != http.StatusOK {
+		t.Fatalf("ci's request once its calls answered: %s %q", resp.Status, body)
+	}
+}

@@ -102,6 +102,13 @@ func (f *operator) authenticate(next http.Handler) http.Handler {
 			// address (issue 36 finding 2).
 			p, refused := f.verifyBearer(r.Context(), r, fields[1])
 			if refused == nil {
+				// Counted against the credential while it is served
+				// (caps.go); past its cap, answered 429 at once.
+				done, ok := f.servingRequest(w, p)
+				if !ok {
+					return
+				}
+				defer done()
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
 				return
 			}

@@ -505,7 +505,7 @@ api:
   auth:
     tokens:
       - {id: load, token: "${%s}", seat: load}
-  limits: {sessions_per_credential: 1000000, streams_per_credential: 1000000, calls_per_credential: 1000000, calls_per_session: 1000000}
+  limits: {requests_per_credential: 1000000, sessions_per_credential: 1000000, streams_per_credential: 1000000, calls_per_credential: 1000000, calls_per_session: 1000000}
 mcp_servers:
   - name: echo_http
     url: %q

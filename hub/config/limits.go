@@ -8,6 +8,7 @@ package config
 //
 //	api:
 //	  limits:
+//	    requests_per_credential: 192
 //	    sessions_per_credential: 256
 //	    streams_per_credential: 64
 //	    calls_per_credential: 64
@@ -15,6 +16,12 @@ package config
 //
 // A key left out takes its default (below); a key given must be at least 1.
 type Limits struct {
+	// RequestsPerCredential caps a credential's requests in service on
+	// the operator surface at once, of every kind (calls, streams, lists,
+	// reads, REST routes, a body still being sent): each holds a
+	// connection while it is served, so this is the credential's share
+	// of the connection cap. Past it a request is answered 429.
+	RequestsPerCredential *int `yaml:"requests_per_credential"`
 	// SessionsPerCredential caps the 2025 MCP sessions a credential has
 	// open. Past it an initialize is answered 429.
 	SessionsPerCredential *int `yaml:"sessions_per_credential"`
@@ -32,16 +39,19 @@ type Limits struct {
 	CallsPerSession *int `yaml:"calls_per_session"`
 }
 
-// The defaults, sized so that one credential holds a small share of a node
-// whose connection cap is the smallest default the hub takes (512, where
+// The defaults, sized so that one credential holds a minority share of a
+// node at the smallest connection cap the hub takes by default (512, where
 // the open-file limit cannot be read; on a Linux host it is three quarters
-// of a hard limit that is rarely under 4096): its streams and its calls in
-// flight together hold at most 128 connections, a quarter of 512 and 4 %
-// of 3,072, while leaving a person's clients far more than they open (an
-// editor, a desktop assistant, a CLI and a few agents each hold one
-// session, one stream and a handful of calls). docs/limits.md has the
-// argument at length.
+// of a hard limit rarely under 4096, so 3,072 or more): every request it
+// has in service holds a connection, and those are at most 192 — three
+// eighths of 512, 6 % of 3,072 — of which event streams 64 and calls 64.
+// A person's clients open far fewer (an editor, a desktop assistant, a
+// CLI and a few agents hold a session, a stream and a handful of calls
+// each). docs/limits.md has the argument at length.
 const (
+	// DefaultRequestsPerCredential: its streams and calls at their caps,
+	// and 64 more for everything else (lists, reads, the REST routes).
+	DefaultRequestsPerCredential = 192
 	// DefaultSessionsPerCredential: a session with its state costs memory,
 	// not a connection; 256 of them is at most ~10 MiB at the hub's 40 KiB
 	// an idle session, and leaves room for clients that exit without
@@ -70,6 +80,9 @@ func capOr(p *int, d int) int {
 	return *p
 }
 
+// Requests is the requests_per_credential cap in force.
+func (l Limits) Requests() int { return capOr(l.RequestsPerCredential, DefaultRequestsPerCredential) }
+
 // Sessions is the sessions_per_credential cap in force.
 func (l Limits) Sessions() int { return capOr(l.SessionsPerCredential, DefaultSessionsPerCredential) }
 
@@ -88,6 +101,7 @@ func (c *Company) checkLimits(add func(string, ...any)) {
 		key string
 		v   *int
 	}{
+		{"requests_per_credential", l.RequestsPerCredential},
 		{"sessions_per_credential", l.SessionsPerCredential},
 		{"streams_per_credential", l.StreamsPerCredential},
 		{"calls_per_credential", l.CallsPerCredential},
