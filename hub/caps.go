@@ -2,6 +2,7 @@ package hub
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -93,6 +94,13 @@ func (f *operator) limits() config.Limits {
 	return config.Limits{}
 }
 
+// capReached logs a credential meeting a cap, sampled as the other
+// refusals are (at most one line per cap every 10 s, with a count of
+// those left out): an operator sees who is at which cap.
+func (f *operator) capReached(key, cred string, max int) {
+	f.refusals.note(slog.LevelInfo, "credential_cap_reached", "api.limits."+key, "credential", cred, "cap", max)
+}
+
 // refuseCap answers 429 at once with a sentence and Retry-After.
 func refuseCap(w http.ResponseWriter, retryAfter int, sentence string) {
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
@@ -104,6 +112,7 @@ func refuseCap(w http.ResponseWriter, retryAfter int, sentence string) {
 func (f *operator) servingRequest(w http.ResponseWriter, p authority.Principal) (done func(), ok bool) {
 	max := f.limits().Requests()
 	if !f.caps.requests.take(p.TokenID, max) {
+		f.capReached("requests_per_credential", p.TokenID, max)
 		refuseCap(w, requestRetryAfter, fmt.Sprintf("credential %s has %d requests in service on this hub, the most one credential may have at once "+
 			"(each holds a connection: event streams, calls, reads). Let some finish, end sessions you no longer use, "+
 			"or have an administrator raise api.limits.requests_per_credential in the company file.", p.TokenID, max))
@@ -122,6 +131,7 @@ func (f *operator) openingSession(w http.ResponseWriter, r *http.Request) (done 
 	}
 	max := f.limits().Sessions()
 	if !f.caps.sessions.take(p.TokenID, max) {
+		f.capReached("sessions_per_credential", p.TokenID, max)
 		refuseCap(w, sessionRetryAfter, fmt.Sprintf("credential %s has %d MCP sessions open, the most one credential may hold at once. "+
 			"End sessions you no longer use (a client ends its own with DELETE as it exits), wait for ones left idle to close, "+
 			"or have an administrator raise api.limits.sessions_per_credential in the company file.", p.TokenID, max))
@@ -171,6 +181,7 @@ func (f *operator) openingStream(w http.ResponseWriter, r *http.Request) (done f
 	}
 	max := f.limits().Streams()
 	if !f.caps.streams.take(p.TokenID, max) {
+		f.capReached("streams_per_credential", p.TokenID, max)
 		refuseCap(w, sessionRetryAfter, fmt.Sprintf("credential %s has %d event streams open (a session's GET), the most one credential may hold at once; "+
 			"this session works on without one, but is told of no change to the catalogue until it opens one. "+
 			"End sessions you no longer use, or have an administrator raise api.limits.streams_per_credential in the company file.", p.TokenID, max))
@@ -186,11 +197,13 @@ func (f *operator) startCall(p authority.Principal, session string) (done func()
 	l := f.limits()
 	if session != "" {
 		if max := l.SessionCalls(); !f.caps.sessionCalls.take(session, max) {
+			f.capReached("calls_per_session", p.TokenID, max)
 			return nil, authority.Refuse(authority.Unavailable, "This session has %d tool calls in flight, the most one session may have at once, "+
 				"so this call was not made. Call again once one of them has answered, or have an administrator raise api.limits.calls_per_session in the company file.", max)
 		}
 	}
 	if max := l.Calls(); !f.caps.calls.take(p.TokenID, max) {
+		f.capReached("calls_per_credential", p.TokenID, max)
 		if session != "" {
 			f.caps.sessionCalls.give(session)
 		}

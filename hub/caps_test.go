@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,7 +23,7 @@ import (
 // test calls release: each call is reported on entered as it starts. A
 // test registers release as a cleanup after its clients, so that a
 // client closed at the test's end is not left waiting for its call.
-func newCappedHub(t *testing.T, limits string) (th *testHub, entered chan struct{}, release func()) {
+func newCappedHub(t *testing.T, limits string, change ...func(*Options)) (th *testHub, entered chan struct{}, release func()) {
 	t.Helper()
 	doc := testCompany + "  limits: " + limits + "\n"
 	c, err := config.Parse([]byte(doc))
@@ -54,6 +55,9 @@ func newCappedHub(t *testing.T, limits string) (th *testHub, entered chan struct
 			servers.Register(s, tr, nil, hold)
 			return s
 		}})
+		for _, ch := range change {
+			ch(o)
+		}
 	})
 	// Released before the hub closes, so no call is left holding it.
 	t.Cleanup(release)
@@ -134,7 +138,8 @@ func echoAnswers(t *testing.T, who string, cs *mcp.ClientSession) {
 // it, while another credential opens sessions and calls; and a session
 // the client ends gives its slot back.
 func TestSessionCapPerCredential(t *testing.T) {
-	th, _, _ := newCappedHub(t, "{sessions_per_credential: 2}")
+	logs, logger := hubtest.NewLog(slog.LevelInfo)
+	th, _, _ := newCappedHub(t, "{sessions_per_credential: 2}", func(o *Options) { o.Logger = logger })
 	ci := hubtest.Connect(t, th.url+"/operator/mcp", ciToken, "2025-11-25")
 	hubtest.Connect(t, th.url+"/operator/mcp", ciToken, "2025-11-25")
 
@@ -142,6 +147,10 @@ func TestSessionCapPerCredential(t *testing.T) {
 	refused429(t, "a third session of ci", resp, body, 2, "sessions_per_credential")
 	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
 		t.Fatalf("the refused initialize opened session %s", id)
+	}
+	// The operator is told who met which cap.
+	if len(logs.Lines(`"credential_cap_reached"`, `"api.limits.sessions_per_credential"`, `"credential":"ci"`)) != 1 {
+		t.Fatalf("no credential_cap_reached line for ci's sessions:\n%s", logs.String())
 	}
 
 	// Another credential is not held by ci's cap: it opens as many as ci
