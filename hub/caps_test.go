@@ -135,8 +135,9 @@ func echoAnswers(t *testing.T, who string, cs *mcp.ClientSession) {
 
 // Issue 37 (caps per credential): a credential at its sessions is refused
 // a new one 429 at once, in words naming the cap and the key that raises
-// it, while another credential opens sessions and calls; and a session
-// the client ends gives its slot back.
+// it, while another credential opens sessions and calls, and its own
+// 2026-07-28 client (no session) calls too; a session the client ends
+// gives its slot back.
 func TestSessionCapPerCredential(t *testing.T) {
 	logs, logger := hubtest.NewLog(slog.LevelInfo)
 	th, _, _ := newCappedHub(t, "{sessions_per_credential: 2}", func(o *Options) { o.Logger = logger })
@@ -158,8 +159,10 @@ func TestSessionCapPerCredential(t *testing.T) {
 	for range 2 {
 		echoAnswers(t, "ada beside ci at its cap", hubtest.Connect(t, th.url+"/operator/mcp", adaToken, "2025-11-25"))
 	}
-	// ci's own sessions go on working at the cap.
+	// ci's own sessions go on working at the cap, and so does a
+	// 2026-07-28 client of ci's, which opens no session.
 	echoAnswers(t, "ci's session at the cap", ci)
+	echoAnswers(t, "ci's 2026-07-28 client at the cap", hubtest.Connect(t, th.url+"/operator/mcp", ciToken, "2026-07-28"))
 
 	// Ending one (the client's DELETE) frees its slot at once.
 	if err := ci.Close(); err != nil {
