@@ -32,8 +32,8 @@ type lookupOut struct {
 // BuiltinDeps is what the engine's built-in tools are given. A tool
 // whose dependency is missing is not registered at all (CAT-3): with no
 // store there is no diary, skill, onboarding mark or private channel, and
-// with no tool skills no load_tool_skill. run_sandbox needs a sandbox,
-// which no node of this build has, so it is never registered.
+// with no tool skills no load_tool_skill, and with no sandbox (a machine
+// without bubblewrap) no run_sandbox.
 type BuiltinDeps struct {
 	Directory  DirectorySource
 	Store      *Store
@@ -50,6 +50,10 @@ type BuiltinDeps struct {
 	// the caller's seat's auxiliary model (Condenser.Condense); nil: they
 	// are carried whole.
 	Condense func(ctx context.Context, c authority.Caller, text string, budget int) (condensed, model string, err error)
+	// Sandbox opens coding runs' boxes; nil: no run_sandbox. Runtime is
+	// the runtime once it has started (nil before), which runs the runs.
+	Sandbox Sandbox
+	Runtime func() *Runtime
 }
 
 // builtins serves the built-in tools' bodies.
@@ -127,6 +131,9 @@ func BuiltinTools(d BuiltinDeps) []servers.Tool {
 	if d.Knowledge != nil {
 		tools = append(tools, servers.Typed("search_knowledge", vendorSearchDescription,
 			servers.Hints{ReadOnly: servers.Yes, Destructive: servers.No, Idempotent: servers.Yes, OpenWorld: servers.Yes}, "", d.Knowledge.searchKnowledge))
+	}
+	if d.Sandbox != nil && d.Runtime != nil {
+		tools = append(tools, runSandboxTool(d.Sandbox, d.Runtime))
 	}
 	if len(d.ToolSkills) > 0 {
 		tools = append(tools, servers.Typed("load_tool_skill",

@@ -376,6 +376,7 @@ func DecisionTools(d DecisionDeps) []servers.Tool {
 				}
 				return steerOut{Seat: s.Handle, Turn: key, Note: "queued"}, nil
 			}).ForOperators(),
+		answerRunTool(d, runtime),
 	}
 }
 

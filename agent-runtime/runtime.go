@@ -35,8 +35,10 @@ type Runtime struct {
 	seats map[string]*mailbox
 	// running is the turn each seat runs now, by lower-cased handle.
 	running map[string]*turn
-	closed  bool
-	once    sync.Once
+	// runs are the coding runs parked here, waiting for an answer, by id.
+	runs   map[string]*codeRun
+	closed bool
+	once   sync.Once
 
 	// placed is the latest set of seats Place was told this node runs,
 	// and placing wakes the goroutine that follows it (Options.Placed).
@@ -71,6 +73,8 @@ type Options struct {
 	// WorkerRounds a delegated worker's (DefaultWorkerRounds if 0).
 	MaxRounds    int
 	WorkerRounds int
+	// RunRounds bounds a coding run's (DefaultRunRounds if 0).
+	RunRounds int
 	// ModelTimeout bounds one model call (DefaultModelTimeout if 0).
 	ModelTimeout time.Duration
 	// Reconcile is how often the runtime compares the seats it holds with
@@ -119,6 +123,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.WorkerRounds <= 0 {
 		o.WorkerRounds = DefaultWorkerRounds
+	}
+	if o.RunRounds <= 0 {
+		o.RunRounds = DefaultRunRounds
 	}
 	if o.ModelTimeout <= 0 {
 		o.ModelTimeout = DefaultModelTimeout
@@ -381,6 +388,8 @@ func (r *Runtime) shut(seat, why string) bool {
 	}
 	mb.cancel()
 	<-mb.done
+	// The runs it left parked go with it: the next holder ends them.
+	r.dropRuns(seat)
 	r.log.Info("mailbox_closed", "seat", seat, "reason", why)
 	return true
 }
@@ -404,6 +413,7 @@ func (r *Runtime) Close() error {
 		r.mu.Unlock()
 		r.endLife()
 		r.wg.Wait()
+		r.dropRuns("")
 		r.models.close()
 	})
 	return nil
@@ -412,6 +422,9 @@ func (r *Runtime) Close() error {
 // serveSeat is a seat's mailbox: the turns it left running first, then
 // every wake for it in feed order, one turn at a time.
 func (r *Runtime) serveSeat(ctx context.Context, seat string) {
+	// A coding run the seat's last holder left open is not known to have
+	// done anything, and is not run again.
+	r.endOrphanedRuns(ctx, seat)
 	pending, err := r.opts.Store.Running(seat)
 	if err != nil {
 		r.log.Error("turns_unreadable", "seat", seat, "error", err.Error())

@@ -53,7 +53,7 @@ const (
 // Projectors returns the runtime's projectors; the node registers them
 // beside the first-party servers' when it opens.
 func Projectors() []state.Projector {
-	return []state.Projector{
+	return append([]state.Projector{
 		servers.Projector(kindOrigin, applyOrigin),
 		servers.Projector(kindStarted, applyStarted),
 		servers.Projector(kindEnded, applyEnded),
@@ -63,7 +63,7 @@ func Projectors() []state.Projector {
 		servers.Projector(kindAsk, applyAsk),
 		servers.Projector(kindPaused, applyPaused),
 		servers.Projector(kindSpent, applySpent),
-	}
+	}, runProjectors()...)
 }
 
 // Outcomes a turn ends with.

@@ -76,7 +76,7 @@ func TestDecisionToolSurface(t *testing.T) {
 		}
 		listed = append(listed, lt.Tools...)
 	}
-	if len(listed) != 4 {
+	if len(listed) != 5 {
 		t.Fatalf("listed %d tools", len(listed))
 	}
 	for _, tool := range listed {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/crewlet/hub/authority"
@@ -47,6 +48,12 @@ type turn struct {
 
 	// notes are what people steer the turn with (steer_turn).
 	notes notes
+
+	// runs are the coding runs the turn started (run_sandbox), whose
+	// boxes it holds until it ends; boxMu guards it, since run_sandbox and
+	// source.sandbox reach it from the calls' goroutines.
+	boxMu sync.Mutex
+	runs  []*codeRun
 }
 
 // delegateName is the tool a turn hands work to workers with. It is in no
@@ -70,6 +77,8 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 	r.mu.Lock()
 	delete(r.running, seatKey)
 	r.mu.Unlock()
+	// The Execute phase is over: its boxes go, but a parked run's.
+	t.closeRuns()
 	if left := t.notes.close(); left > 0 {
 		log.Warn("turn_notes_unread", "notes", left, "reason", "the turn ended before another model round could read them")
 	}

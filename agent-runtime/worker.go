@@ -65,35 +65,87 @@ func (t *turn) delegate(ctx context.Context, c ToolCall) ToolResult {
 	if strings.TrimSpace(in.Context) != "" {
 		msg += "\n\nContext:\n" + in.Context
 	}
-	msgs := []Message{{From: FromUser, Text: msg}}
-	system := fmt.Sprintf(workerSystem, t.rec.Seat)
+	cv := &conversation{System: fmt.Sprintf(workerSystem, t.rec.Seat), Msgs: []Message{{From: FromUser, Text: msg}}, Defs: defs}
 	t.log.Info("worker_started", "tools", len(defs))
-	answer := ""
-	for round := 0; round < t.r.opts.WorkerRounds; round++ {
-		rep, refusal, err := t.ask(ctx, Request{System: system, Messages: msgs, Tools: defs}, true)
-		if refusal != nil {
-			return fail(refusal)
+	end, rounds, refusal, err := t.converse(ctx, cv, t.r.opts.WorkerRounds, true, func(wc ToolCall) (ToolResult, bool) {
+		return t.call(ctx, wc, offered, true), false
+	})
+	switch {
+	case refusal != nil:
+		return fail(refusal)
+	case err != nil:
+		return fail(authority.Refuse(authority.Unavailable, "The worker's model could not answer (%v); nothing came back from it.", err))
+	case end == endRounds:
+		t.log.Info("worker_ended", "rounds", rounds, "reason", "round cap")
+		if cv.Answer == "" {
+			cv.Answer = fmt.Sprintf("The worker used its %d rounds without answering.", rounds)
 		}
-		if err != nil {
-			return fail(authority.Refuse(authority.Unavailable, "The worker's model could not answer (%v); nothing came back from it.", err))
+	default:
+		t.log.Info("worker_ended", "rounds", rounds)
+	}
+	return ToolResult{CallID: c.ID, Text: cv.Answer}
+}
+
+// conversation is a model conversation a turn holds beside its own: a
+// delegated worker's, a coding run's.
+type conversation struct {
+	System string
+	Msgs   []Message
+	Defs   []ToolDef
+	// Answer is the model's last text.
+	Answer string
+}
+
+// How converse ended.
+type loopEnd int
+
+const (
+	// endAnswered: the model answered without calling a tool.
+	endAnswered loopEnd = iota
+	// endStopped: a call's answer said to stop (a coding run's finish or
+	// its question to a person).
+	endStopped
+	// endRounds: the rounds allowed ran out.
+	endRounds
+)
+
+// converse is the one model loop the turn's helpers run: each round asks
+// the turn's model under the seat's budget and telemetry (ask), then
+// answers each call the model made with call, until the model calls
+// nothing, a call says stop, or rounds rounds have run. The conversation
+// is carried in cv, so a loop stopped by a call can be taken up again.
+// A stopping call's later siblings in its round are answered unrun, since
+// every call must have an answer before the model is asked again.
+func (t *turn) converse(ctx context.Context, cv *conversation, rounds int, worker bool, call func(ToolCall) (ToolResult, bool)) (loopEnd, int, *authority.Refusal, error) {
+	for round := 0; round < rounds; round++ {
+		rep, refusal, err := t.ask(ctx, Request{System: cv.System, Messages: cv.Msgs, Tools: cv.Defs}, worker)
+		if refusal != nil || err != nil {
+			return endAnswered, round, refusal, err
 		}
-		msgs = append(msgs, Message{From: FromModel, Text: rep.Text, Calls: rep.Calls})
+		cv.Msgs = append(cv.Msgs, Message{From: FromModel, Text: rep.Text, Calls: rep.Calls})
 		if strings.TrimSpace(rep.Text) != "" {
-			answer = rep.Text
+			cv.Answer = rep.Text
 		}
 		if len(rep.Calls) == 0 {
-			t.log.Info("worker_ended", "rounds", round+1)
-			return ToolResult{CallID: c.ID, Text: answer}
+			return endAnswered, round + 1, nil, nil
 		}
 		results := make([]ToolResult, 0, len(rep.Calls))
-		for _, wc := range rep.Calls {
-			results = append(results, t.call(ctx, wc, offered, true))
+		stopped := ""
+		for _, c := range rep.Calls {
+			if stopped != "" {
+				results = append(results, ToolResult{CallID: c.ID, IsError: true, Text: "Not run: " + stopped + " ended this round before it."})
+				continue
+			}
+			res, stop := call(c)
+			results = append(results, res)
+			if stop {
+				stopped = c.Name
+			}
 		}
-		msgs = append(msgs, Message{From: FromTools, Results: results})
+		cv.Msgs = append(cv.Msgs, Message{From: FromTools, Results: results})
+		if stopped != "" {
+			return endStopped, round + 1, nil, nil
+		}
 	}
-	t.log.Info("worker_ended", "rounds", t.r.opts.WorkerRounds, "reason", "round cap")
-	if answer == "" {
-		answer = fmt.Sprintf("The worker used its %d rounds without answering.", t.r.opts.WorkerRounds)
-	}
-	return ToolResult{CallID: c.ID, Text: answer}
+	return endRounds, rounds, nil, nil
 }

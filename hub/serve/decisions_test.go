@@ -62,7 +62,7 @@ func TestPauseAndResumeASeat(t *testing.T) {
 	for _, tool := range lt.Tools {
 		listed = append(listed, tool.Name)
 	}
-	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn", "answer_knowledge"} {
+	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn", "answer_run", "answer_knowledge"} {
 		if !slices.Contains(listed, d) {
 			t.Fatalf("the operator surface lists no %s: %v", d, listed)
 		}
@@ -100,7 +100,7 @@ func TestPauseAndResumeASeat(t *testing.T) {
 	if !strings.Contains(first.UserText(), "are you there?") {
 		t.Fatalf("the turn after resuming was woken by %s", first.UserText())
 	}
-	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn", "answer_knowledge"} {
+	for _, d := range []string{"pause_seat", "resume_seat", "steer_turn", "answer_run", "answer_knowledge"} {
 		if first.Offers(d) {
 			t.Fatalf("the seat's model was offered %s: %v", d, first.Tools)
 		}

@@ -1,0 +1,448 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/servers"
+)
+
+// A coding run: run_sandbox hands a code task to the builtin coding agent,
+// which works in a box of its own (package sandbox) on the seat's own
+// model, under the seat's budget and telemetry, through the same model
+// loop as the turn's other helpers (converse). Its tools are operations
+// in the box and nothing else: write_file, read_file, list_files,
+// run_command, and two that end its work for now, ask_person (the run
+// parks with a question for the person the turn acts for) and finish
+// (its report).
+//
+// Ownership: a run belongs to the runtime of the node running its seat.
+// Its box is the turn's until the turn ends (so a build in it can be
+// published, source.sandbox), then removed; a parked run keeps its box
+// until its park ends, answered (answer_run) or expired (limits.park).
+
+// Sandbox opens the boxes coding runs work in; nil where this node can
+// have none, and then run_sandbox is not registered (CAT-3).
+type Sandbox interface {
+	// Open makes a fresh box: an empty workspace, a git repository in it.
+	Open(ctx context.Context) (Box, error)
+	// Park is how long a parked run waits for its answer (limits.park).
+	Park() time.Duration
+}
+
+// Box is one run's box, as the runtime uses it. Every path is the
+// workspace's, and the box refuses one leaving it.
+type Box interface {
+	WriteFile(rel string, data []byte) error
+	ReadFile(rel string) ([]byte, error)
+	// List lists the files under a directory of the workspace, read
+	// through the box itself.
+	List(rel string) ([]BoxFile, error)
+	// Open streams one file of the workspace, read through the box.
+	Open(rel string) (io.ReadCloser, int64, error)
+	// Run runs a command in the workspace and answers its output shaped
+	// as a transcript (whole lines, head and tail kept, middle counted).
+	Run(ctx context.Context, argv []string) (BoxRun, error)
+	// Close kills what still runs in the box and removes it; safe twice.
+	Close() error
+}
+
+// BoxFile is one regular file of a workspace.
+type BoxFile struct {
+	Path string
+	Size int64
+}
+
+// BoxRun is what one command in a box did.
+type BoxRun struct {
+	Exit int
+	// Killed says why the box stopped the command (a limit), if it did.
+	Killed string
+	// Transcript is its output; Errors the end of its error stream.
+	Transcript string
+	Errors     string
+}
+
+// Defaults of a coding run.
+const (
+	// DefaultRunRounds bounds a coding run's model rounds, counted apart
+	// from its turn's.
+	DefaultRunRounds = 32
+	// maxRunQuestionBytes bounds ask_person's question and maxReportBytes
+	// finish's report: each is sent on to a person or a turn whole, so a
+	// longer one is refused and the agent says it shorter.
+	maxRunQuestionBytes = 4000
+	maxReportBytes      = 64 << 10
+	// maxRefsBytes bounds the delivered refs a run answers, in whole refs
+	// with the rest counted.
+	maxRefsBytes = 16 << 10
+)
+
+// RunResult is what run_sandbox and answer_run answer: where a run
+// stopped.
+type RunResult struct {
+	Run string `json:"run"`
+	// Outcome is done, failed or expired once it ended, parked while it
+	// waits for a person's answer.
+	Outcome string `json:"outcome"`
+	// Report is the agent's report (done), or why it failed.
+	Report string `json:"report,omitempty"`
+	// Question is what a parked run asks, and Asker whom.
+	Question string `json:"question,omitempty"`
+	Asker    string `json:"asker,omitempty"`
+	// Refs are the commits the agent made in its workspace's repository
+	// ("<sha> <subject>"), at most 16 KiB of whole refs; RefsOmitted
+	// counts the rest.
+	Refs        []string `json:"refs,omitempty"`
+	RefsOmitted int      `json:"refs_omitted,omitempty"`
+	Rounds      int      `json:"rounds"`
+}
+
+// codeRun is one coding run in the memory of the node running it.
+type codeRun struct {
+	id    string
+	t     *turn
+	box   Box
+	park  time.Duration
+	asker string
+	task  string
+
+	mu sync.Mutex
+	cv conversation
+	// parkedCall is the ask_person call whose answer the run waits for.
+	parkedCall string
+	question   string
+	rounds     int
+	timer      *time.Timer
+	// closed: its box is removed.
+	closed bool
+}
+
+// closeBox removes the run's box, once.
+func (cr *codeRun) closeBox() {
+	cr.mu.Lock()
+	defer cr.mu.Unlock()
+	if cr.closed {
+		return
+	}
+	cr.closed = true
+	if err := cr.box.Close(); err != nil {
+		cr.t.log.Warn("run_box_not_removed", "run", cr.id, "error", err.Error())
+	}
+}
+
+// turnOf is the turn a seat's call belongs to, if it runs here now.
+func (r *Runtime) turnOf(c authority.Caller) *turn {
+	if c.Kind != authority.KindAgent || c.TurnKey == "" {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.running[strings.ToLower(c.Seat)]
+	if t == nil || t.rec.Key != c.TurnKey {
+		return nil
+	}
+	return t
+}
+
+// StartRun starts a coding run for the turn the caller's call belongs to
+// and answers where it stopped: ended, or parked with its question.
+func (r *Runtime) StartRun(ctx context.Context, c authority.Caller, sb Sandbox, task string) (RunResult, error) {
+	t := r.turnOf(c)
+	if t == nil {
+		return RunResult{}, authority.Refuse(authority.Forbidden,
+			"run_sandbox runs inside an AI seat's turn on the node running it, and this call belongs to none running here.")
+	}
+	box, err := sb.Open(ctx)
+	if err != nil {
+		t.log.Warn("run_box_not_opened", "error", err.Error())
+		return RunResult{}, authority.Refuse(authority.Unavailable, "No box could be made for the run (%v); nothing ran.", err)
+	}
+	cr := &codeRun{id: newRunID(t.rec.Key), t: t, box: box, park: sb.Park(), asker: t.rec.Requester, task: task}
+	cr.cv = conversation{System: fmt.Sprintf(codingSystem, t.rec.Seat), Msgs: []Message{{From: FromUser, Text: task}}, Defs: boxToolDefs()}
+	t.boxMu.Lock()
+	t.runs = append(t.runs, cr)
+	t.boxMu.Unlock()
+	if err := r.opts.Store.writeRun(ctx, t.caller, kindRunStarted,
+		runEvent{ID: cr.id, Seat: t.rec.Seat, Turn: t.rec.Key, Asker: cr.asker, Task: task}); err != nil {
+		return RunResult{}, err
+	}
+	t.log.Info("run_started", "run", cr.id)
+	return r.drive(ctx, cr), nil
+}
+
+// drive works the run's conversation until the agent finishes, asks a
+// person, or cannot go on, and records where it stopped on the log.
+func (r *Runtime) drive(ctx context.Context, cr *codeRun) RunResult {
+	t := cr.t
+	// The run's rounds are its own: they do not eat into its turn's.
+	before := t.rounds
+	var report string
+	parked, finished := false, false
+	end, rounds, refusal, err := t.converse(ctx, &cr.cv, r.opts.RunRounds-cr.rounds, false, func(c ToolCall) (ToolResult, bool) {
+		res, stop := cr.boxCall(ctx, c)
+		switch {
+		case stop && c.Name == "ask_person":
+			parked, cr.parkedCall, cr.question = true, c.ID, res.Text
+		case stop:
+			finished, report = true, res.Text
+		}
+		return res, stop
+	})
+	t.rounds = before
+	cr.rounds += rounds
+	out := RunResult{Run: cr.id, Rounds: cr.rounds}
+	switch {
+	case refusal != nil:
+		out.Outcome, out.Report = RunFailed, refusal.Sentence
+	case err != nil:
+		out.Outcome, out.Report = RunFailed, err.Error()
+	case ctx.Err() != nil:
+		// Cut with its turn (the seat let go, the node stopping): it stays
+		// open on the log, and the seat's next holder ends it unknown.
+		t.log.Info("run_cut", "run", cr.id, "reason", "its turn was cut or the node is stopping")
+		cr.closeBox()
+		return RunResult{Run: cr.id, Outcome: RunUnknown, Report: "The run was cut: its turn was cut or the node is stopping.", Rounds: cr.rounds}
+	case end == endStopped && parked:
+		return r.parkRun(ctx, cr)
+	case end == endStopped && finished:
+		out.Outcome, out.Report = RunDone, report
+	case end == endAnswered:
+		// The agent ended without finish: its last words are the report.
+		out.Outcome, out.Report = RunDone, cr.cv.Answer
+	default:
+		out.Outcome, out.Report = RunFailed, fmt.Sprintf("The run used its %d model rounds without finishing.", r.opts.RunRounds)
+	}
+	out.Refs, out.RefsOmitted = cr.refs(ctx)
+	r.endRun(ctx, cr, out.Outcome, out.Report)
+	return out
+}
+
+// endRun records a run's end. A run whose turn has ended has nobody left
+// to read its box, so the box goes with it; one whose turn runs keeps it
+// until the turn ends.
+func (r *Runtime) endRun(ctx context.Context, cr *codeRun, outcome, report string) {
+	t := cr.t
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := r.opts.Store.writeRun(wctx, t.caller, kindRunEnded, runEvent{ID: cr.id, Seat: t.rec.Seat, Outcome: outcome, Report: report}); err != nil {
+		t.log.Error("run_end_not_recorded", "run", cr.id, "error", err.Error())
+	}
+	t.log.Info("run_ended", "run", cr.id, "outcome", outcome, "rounds", cr.rounds)
+	if r.turnOf(t.caller) != t {
+		cr.closeBox()
+	}
+}
+
+// refs reads the commits the agent made in its workspace, newest first,
+// at most maxRefsBytes of whole refs; the rest are counted.
+func (cr *codeRun) refs(ctx context.Context) ([]string, int) {
+	res, err := cr.box.Run(context.WithoutCancel(ctx), []string{"git", "log", "--format=%H %s"})
+	if err != nil || res.Exit != 0 {
+		// No commit yet: git log has no branch to read.
+		return nil, 0
+	}
+	var refs []string
+	size, omitted := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(res.Transcript), "\n") {
+		if line == "" {
+			continue
+		}
+		if size+len(line)+1 > maxRefsBytes {
+			omitted++
+			continue
+		}
+		size += len(line) + 1
+		refs = append(refs, line)
+	}
+	return refs, omitted
+}
+
+// parkRun records the run parked with its question and keeps it, its
+// box and conversation, for an answer until its park runs out.
+func (r *Runtime) parkRun(ctx context.Context, cr *codeRun) RunResult {
+	t := cr.t
+	deadline := time.Now().Add(cr.park)
+	out := RunResult{Run: cr.id, Outcome: RunParked, Question: cr.question, Asker: cr.asker, Rounds: cr.rounds}
+	if err := r.opts.Store.writeRun(ctx, t.caller, kindRunParked,
+		runEvent{ID: cr.id, Seat: t.rec.Seat, Question: cr.question, Deadline: deadline}); err != nil {
+		out.Outcome, out.Question, out.Report = RunFailed, "", "The run's question could not be recorded: "+err.Error()
+		r.endRun(ctx, cr, out.Outcome, out.Report)
+		return out
+	}
+	r.mu.Lock()
+	if r.runs == nil {
+		r.runs = map[string]*codeRun{}
+	}
+	r.runs[cr.id] = cr
+	closed := r.closed
+	r.mu.Unlock()
+	t.log.Info("run_parked", "run", cr.id, "asker", cr.asker, "deadline", deadline)
+	if !closed {
+		cr.mu.Lock()
+		cr.timer = time.AfterFunc(cr.park, func() { r.expireRun(cr) })
+		cr.mu.Unlock()
+	}
+	return out
+}
+
+// takeParked takes a parked run out of the runtime's keeping, so exactly
+// one of its answer, its expiry and the node's stop ends its park.
+func (r *Runtime) takeParked(id string) *codeRun {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cr := r.runs[id]
+	delete(r.runs, id)
+	if cr != nil {
+		cr.mu.Lock()
+		if cr.timer != nil {
+			cr.timer.Stop()
+		}
+		cr.mu.Unlock()
+	}
+	return cr
+}
+
+// expireRun ends a run whose park ran out unanswered, and removes its box.
+func (r *Runtime) expireRun(cr *codeRun) {
+	if r.takeParked(cr.id) != cr {
+		return
+	}
+	r.endRun(r.life, cr, RunExpired, fmt.Sprintf("Nobody answered its question within %s: %s", cr.park, cr.question))
+	cr.closeBox()
+}
+
+// ErrRunNotHere is what AnswerRun answers for a run this node does not
+// keep parked.
+var ErrRunNotHere = errors.New("agent: the run is not parked on this node")
+
+// AnswerRun resumes a run parked here with a person's answer and answers
+// where it stopped next: ended, or parked again with a new question.
+func (r *Runtime) AnswerRun(ctx context.Context, c authority.Caller, id, answer string) (RunResult, error) {
+	cr := r.takeParked(id)
+	if cr == nil {
+		return RunResult{}, ErrRunNotHere
+	}
+	t := cr.t
+	if err := r.opts.Store.writeRun(ctx, c, kindRunAnswered, runEvent{ID: cr.id, Seat: t.rec.Seat, AnsweredBy: c.Seat}); err != nil {
+		// Not recorded, not resumed: it waits for another answer.
+		r.mu.Lock()
+		r.runs[cr.id] = cr
+		r.mu.Unlock()
+		cr.mu.Lock()
+		cr.timer = time.AfterFunc(cr.park, func() { r.expireRun(cr) })
+		cr.mu.Unlock()
+		return RunResult{}, err
+	}
+	t.log.Info("run_answered", "run", cr.id, "by", c.Seat, "operator_id", c.OperatorID)
+	// The answer is the parked ask_person call's result, fenced as the
+	// person's words.
+	last := &cr.cv.Msgs[len(cr.cv.Msgs)-1]
+	for i := range last.Results {
+		if last.Results[i].CallID == cr.parkedCall {
+			last.Results[i] = ToolResult{CallID: cr.parkedCall, Text: "@" + c.Seat + " answered:\n" + servers.Fence(answer, []servers.Author{servers.AuthorOf(c)})}
+		}
+	}
+	cr.parkedCall, cr.question = "", ""
+	// The run goes on past the call that answered it: it is the node's
+	// now, cut only when the node stops.
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(r.life, cancel)
+	defer stop()
+	defer cancel()
+	return r.drive(rctx, cr), nil
+}
+
+// endOrphanedRuns ends unknown every run of a seat the log shows open
+// and this node does not keep: its node stopped with it, and it is never
+// run again on its own.
+func (r *Runtime) endOrphanedRuns(ctx context.Context, seat string) {
+	open, err := r.opts.Store.OpenRuns(seat)
+	if err != nil {
+		r.log.Warn("runs_unreadable", "seat", seat, "error", err.Error())
+		return
+	}
+	for _, rec := range open {
+		r.mu.Lock()
+		_, kept := r.runs[rec.ID]
+		r.mu.Unlock()
+		if kept {
+			continue
+		}
+		c := authority.Caller{Seat: rec.Seat, Kind: authority.KindAgent, Requester: rec.Asker, TurnKey: rec.Turn}
+		if err := r.opts.Store.writeRun(ctx, c, kindRunEnded, runEvent{ID: rec.ID, Seat: rec.Seat, Outcome: RunUnknown,
+			Report: "The node running it stopped while it was " + rec.State + "; what it did is not known, and it is not run again."}); err != nil {
+			r.log.Warn("run_end_not_recorded", "seat", seat, "run", rec.ID, "error", err.Error())
+			continue
+		}
+		r.log.Info("run_ended", "seat", seat, "run", rec.ID, "outcome", RunUnknown, "reason", "the node running it stopped")
+	}
+}
+
+// closeRuns ends the turn's hold on its runs' boxes: every box but a
+// parked run's is removed as the turn's Execute phase ends.
+func (t *turn) closeRuns() {
+	t.boxMu.Lock()
+	runs := t.runs
+	t.runs = nil
+	t.boxMu.Unlock()
+	for _, cr := range runs {
+		t.r.mu.Lock()
+		_, parked := t.r.runs[cr.id]
+		t.r.mu.Unlock()
+		if !parked {
+			cr.closeBox()
+		}
+	}
+}
+
+// dropRuns removes the boxes of every run parked here, as the node stops
+// or lets their seat go: the log keeps them open, and the seat's next
+// holder ends them unknown.
+func (r *Runtime) dropRuns(seat string) {
+	r.mu.Lock()
+	var drop []*codeRun
+	for id, cr := range r.runs {
+		if seat == "" || strings.EqualFold(cr.t.rec.Seat, seat) {
+			drop = append(drop, cr)
+			delete(r.runs, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, cr := range drop {
+		cr.mu.Lock()
+		if cr.timer != nil {
+			cr.timer.Stop()
+		}
+		cr.mu.Unlock()
+		cr.closeBox()
+	}
+}
+
+// BuildBox is the box of the latest run of the turn a call belongs to,
+// readable from when run_sandbox returns until the turn ends
+// (source.sandbox); nil when the turn has none.
+func (r *Runtime) BuildBox(c authority.Caller) Box {
+	t := r.turnOf(c)
+	if t == nil {
+		return nil
+	}
+	t.boxMu.Lock()
+	defer t.boxMu.Unlock()
+	for i := len(t.runs) - 1; i >= 0; i-- {
+		cr := t.runs[i]
+		cr.mu.Lock()
+		closed := cr.closed
+		cr.mu.Unlock()
+		if !closed {
+			return cr.box
+		}
+	}
+	return nil
+}
