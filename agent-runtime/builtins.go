@@ -52,7 +52,7 @@ type BuiltinDeps struct {
 	Condense func(ctx context.Context, c authority.Caller, text string, budget int) (condensed, model string, err error)
 	// Sandbox opens coding runs' boxes; nil: no run_sandbox. Runtime is
 	// the runtime once it has started (nil before), which runs the runs.
-	Sandbox Sandbox
+	Sandbox *Sandbox
 	Runtime func() *Runtime
 }
 

@@ -51,6 +51,15 @@ func newBuiltinSurface(t *testing.T, store *Store, condense *Condenser) *builtin
 	}
 	t.Cleanup(func() { _ = ix.Close() })
 	deps := BuiltinDeps{Directory: func() *authority.Directory { return testDirectory() }, Store: store, Episodes: ix, Condense: condense.Condense}
+	s := builtinSurfaceOf(t, deps)
+	s.episodes = ix
+	return s
+}
+
+// builtinSurfaceOf is the surface of the builtins deps registers, over a
+// real client of their server.
+func builtinSurfaceOf(t *testing.T, deps BuiltinDeps) *builtinSurface {
+	t.Helper()
 	c := serverstest.Connect(t, func(tr servers.Trust) *mcp.Server { return NewBuiltinServer(deps, tr, nil) })
 	lt, err := c.CS.ListTools(t.Context(), nil)
 	if err != nil {
@@ -60,7 +69,7 @@ func newBuiltinSurface(t *testing.T, store *Store, condense *Condenser) *builtin
 	for _, tool := range lt.Tools {
 		schemas[tool.Name], _ = json.Marshal(tool.InputSchema)
 	}
-	s := &builtinSurface{client: c, local: map[string]string{}, episodes: ix}
+	s := &builtinSurface{client: c, local: map[string]string{}}
 	for _, row := range BuiltinTools(deps) {
 		s.tools = append(s.tools, Tool{Name: row.Name, Description: row.Description, Schema: schemas[row.Name],
 			Hints: row.Hints, Delivers: row.Delivers, Source: "builtin"})

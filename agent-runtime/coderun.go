@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/sandbox"
 	"github.com/crewlet/hub/servers"
 )
 
@@ -27,46 +27,28 @@ import (
 // published, source.sandbox), then removed; a parked run keeps its box
 // until its park ends, answered (answer_run) or expired (limits.park).
 
-// Sandbox opens the boxes coding runs work in; nil where this node can
-// have none, and then run_sandbox is not registered (CAT-3).
-type Sandbox interface {
-	// Open makes a fresh box: an empty workspace, a git repository in it.
-	Open(ctx context.Context) (Box, error)
-	// Park is how long a parked run waits for its answer (limits.park).
-	Park() time.Duration
+// Sandbox is where coding runs' boxes are made; nil where this node can
+// have none (no bwrap), and then run_sandbox is not registered (CAT-3).
+type Sandbox struct {
+	// Config is the company's sandbox block in force, read per run.
+	Config func() sandbox.Config
+	// Dir is where boxes are made: it holds nothing a box may not see.
+	Dir string
+	// Env is the environment of everything run in a box (sandbox.Env:
+	// the host allowlist and what the sandbox block names).
+	Env func() []string
 }
 
-// Box is one run's box, as the runtime uses it. Every path is the
-// workspace's, and the box refuses one leaving it.
-type Box interface {
-	WriteFile(rel string, data []byte) error
-	ReadFile(rel string) ([]byte, error)
-	// List lists the files under a directory of the workspace, read
-	// through the box itself.
-	List(rel string) ([]BoxFile, error)
-	// Open streams one file of the workspace, read through the box.
-	Open(rel string) (io.ReadCloser, int64, error)
-	// Run runs a command in the workspace and answers its output shaped
-	// as a transcript (whole lines, head and tail kept, middle counted).
-	Run(ctx context.Context, argv []string) (BoxRun, error)
-	// Close kills what still runs in the box and removes it; safe twice.
-	Close() error
-}
-
-// BoxFile is one regular file of a workspace.
-type BoxFile struct {
-	Path string
-	Size int64
-}
-
-// BoxRun is what one command in a box did.
-type BoxRun struct {
-	Exit int
-	// Killed says why the box stopped the command (a limit), if it did.
-	Killed string
-	// Transcript is its output; Errors the end of its error stream.
-	Transcript string
-	Errors     string
+// open makes a fresh box for one run, and answers the park its run may
+// wait in.
+func (s *Sandbox) open(ctx context.Context) (*sandbox.Box, time.Duration, error) {
+	cfg := s.Config().WithDefaults()
+	// The park is the runtime's to keep, not the box's: the box is
+	// handed none, and holds the run to the rest of its limits.
+	park := cfg.Limits.Park
+	cfg.Limits.Park = 0
+	box, err := sandbox.Open(ctx, cfg, s.Dir, s.Env())
+	return box, park, err
 }
 
 // Defaults of a coding run.
@@ -79,9 +61,6 @@ const (
 	// longer one is refused and the agent says it shorter.
 	maxRunQuestionBytes = 4000
 	maxReportBytes      = 64 << 10
-	// maxRefsBytes bounds the delivered refs a run answers, in whole refs
-	// with the rest counted.
-	maxRefsBytes = 16 << 10
 )
 
 // RunResult is what run_sandbox and answer_run answer: where a run
@@ -97,10 +76,10 @@ type RunResult struct {
 	Question string `json:"question,omitempty"`
 	Asker    string `json:"asker,omitempty"`
 	// Refs are the commits the agent made in its workspace's repository
-	// ("<sha> <subject>"), at most 16 KiB of whole refs; RefsOmitted
+	// ("<sha> <subject>"), at most 16 KiB of whole refs; RefsLeftOut
 	// counts the rest.
 	Refs        []string `json:"refs,omitempty"`
-	RefsOmitted int      `json:"refs_omitted,omitempty"`
+	RefsLeftOut int      `json:"refs_left_out,omitempty"`
 	Rounds      int      `json:"rounds"`
 }
 
@@ -108,7 +87,7 @@ type RunResult struct {
 type codeRun struct {
 	id    string
 	t     *turn
-	box   Box
+	box   *sandbox.Box
 	park  time.Duration
 	asker string
 	task  string
@@ -153,18 +132,18 @@ func (r *Runtime) turnOf(c authority.Caller) *turn {
 
 // StartRun starts a coding run for the turn the caller's call belongs to
 // and answers where it stopped: ended, or parked with its question.
-func (r *Runtime) StartRun(ctx context.Context, c authority.Caller, sb Sandbox, task string) (RunResult, error) {
+func (r *Runtime) StartRun(ctx context.Context, c authority.Caller, sb *Sandbox, task string) (RunResult, error) {
 	t := r.turnOf(c)
 	if t == nil {
 		return RunResult{}, authority.Refuse(authority.Forbidden,
 			"run_sandbox runs inside an AI seat's turn on the node running it, and this call belongs to none running here.")
 	}
-	box, err := sb.Open(ctx)
+	box, park, err := sb.open(ctx)
 	if err != nil {
 		t.log.Warn("run_box_not_opened", "error", err.Error())
 		return RunResult{}, authority.Refuse(authority.Unavailable, "No box could be made for the run (%v); nothing ran.", err)
 	}
-	cr := &codeRun{id: newRunID(t.rec.Key), t: t, box: box, park: sb.Park(), asker: t.rec.Requester, task: task}
+	cr := &codeRun{id: newRunID(t.rec.Key), t: t, box: box, park: park, asker: t.rec.Requester, task: task}
 	cr.cv = conversation{System: fmt.Sprintf(codingSystem, t.rec.Seat), Msgs: []Message{{From: FromUser, Text: task}}, Defs: boxToolDefs()}
 	t.boxMu.Lock()
 	t.runs = append(t.runs, cr)
@@ -219,7 +198,11 @@ func (r *Runtime) drive(ctx context.Context, cr *codeRun) RunResult {
 	default:
 		out.Outcome, out.Report = RunFailed, fmt.Sprintf("The run used its %d model rounds without finishing.", r.opts.RunRounds)
 	}
-	out.Refs, out.RefsOmitted = cr.refs(ctx)
+	if refs, err := cr.box.Commits(context.WithoutCancel(ctx)); err != nil {
+		t.log.Warn("run_refs_unreadable", "run", cr.id, "error", err.Error())
+	} else {
+		out.Refs, out.RefsLeftOut = refs.Refs, refs.LeftOut
+	}
 	r.endRun(ctx, cr, out.Outcome, out.Report)
 	return out
 }
@@ -238,30 +221,6 @@ func (r *Runtime) endRun(ctx context.Context, cr *codeRun, outcome, report strin
 	if r.turnOf(t.caller) != t {
 		cr.closeBox()
 	}
-}
-
-// refs reads the commits the agent made in its workspace, newest first,
-// at most maxRefsBytes of whole refs; the rest are counted.
-func (cr *codeRun) refs(ctx context.Context) ([]string, int) {
-	res, err := cr.box.Run(context.WithoutCancel(ctx), []string{"git", "log", "--format=%H %s"})
-	if err != nil || res.Exit != 0 {
-		// No commit yet: git log has no branch to read.
-		return nil, 0
-	}
-	var refs []string
-	size, omitted := 0, 0
-	for _, line := range strings.Split(strings.TrimSpace(res.Transcript), "\n") {
-		if line == "" {
-			continue
-		}
-		if size+len(line)+1 > maxRefsBytes {
-			omitted++
-			continue
-		}
-		size += len(line) + 1
-		refs = append(refs, line)
-	}
-	return refs, omitted
 }
 
 // parkRun records the run parked with its question and keeps it, its
@@ -314,8 +273,9 @@ func (r *Runtime) expireRun(cr *codeRun) {
 	if r.takeParked(cr.id) != cr {
 		return
 	}
-	r.endRun(r.life, cr, RunExpired, fmt.Sprintf("Nobody answered its question within %s: %s", cr.park, cr.question))
+	// The box goes first: once the log says expired, nothing is left.
 	cr.closeBox()
+	r.endRun(r.life, cr, RunExpired, fmt.Sprintf("Nobody answered its question within %s: %s", cr.park, cr.question))
 }
 
 // ErrRunNotHere is what AnswerRun answers for a run this node does not
@@ -428,7 +388,7 @@ func (r *Runtime) dropRuns(seat string) {
 // BuildBox is the box of the latest run of the turn a call belongs to,
 // readable from when run_sandbox returns until the turn ends
 // (source.sandbox); nil when the turn has none.
-func (r *Runtime) BuildBox(c authority.Caller) Box {
+func (r *Runtime) BuildBox(c authority.Caller) *sandbox.Box {
 	t := r.turnOf(c)
 	if t == nil {
 		return nil

@@ -20,7 +20,7 @@ type runSandboxIn struct {
 // runSandboxTool is the builtin run_sandbox: registered only where a box
 // can be had (BuiltinDeps.Sandbox), and run on the runtime that runs the
 // calling seat's turn.
-func runSandboxTool(sb Sandbox, runtime func() *Runtime) servers.Tool {
+func runSandboxTool(sb *Sandbox, runtime func() *Runtime) servers.Tool {
 	return servers.Typed("run_sandbox",
 		"Hand a code task to a coding agent in a sandbox: a fresh workspace (a git repository) with no network, where it writes files and runs commands on your model. "+
 			"Answers its outcome (done or failed), its report and the commits it made; or, when it needs a person's decision, parked and its question, which the person you act for answers with answer_run. "+

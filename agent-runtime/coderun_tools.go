@@ -11,6 +11,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/sandbox"
 	"github.com/crewlet/hub/servers"
 )
 
@@ -86,17 +87,17 @@ var boxTools = []boxTool{
 			return string(b), false, err
 		}),
 	boxToolOf("list_files", "List the files under a directory of the workspace, with their sizes.",
-		func(_ context.Context, cr *codeRun, in listFilesIn) (string, bool, error) {
-			files, err := cr.box.List(in.Path)
+		func(ctx context.Context, cr *codeRun, in listFilesIn) (string, bool, error) {
+			entries, err := cr.box.List(ctx, in.Path)
 			if err != nil {
 				return "", false, err
 			}
-			if len(files) == 0 {
-				return "No files.", false, nil
+			if len(entries) == 0 {
+				return "Nothing is there.", false, nil
 			}
 			var b strings.Builder
-			for _, f := range files {
-				fmt.Fprintf(&b, "%s\t%d\n", f.Path, f.Size)
+			for _, e := range entries {
+				fmt.Fprintf(&b, "%s\t%s\t%d\n", e.Type, e.Path, e.Size)
 			}
 			return b.String(), false, nil
 		}),
@@ -105,7 +106,7 @@ var boxTools = []boxTool{
 			if strings.TrimSpace(in.Command) == "" {
 				return "", false, authority.Refuse(authority.Invalid, "command is empty; give a shell command.")
 			}
-			res, err := cr.box.Run(ctx, []string{"sh", "-c", in.Command})
+			res, err := cr.box.Run(ctx, []string{"sh", "-c", in.Command}, nil)
 			if err != nil {
 				return "", false, err
 			}
@@ -136,11 +137,11 @@ var boxTools = []boxTool{
 }
 
 // commandText is a command's result as the agent reads it.
-func commandText(res BoxRun) string {
+func commandText(res sandbox.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "exit status %d", res.Exit)
-	if res.Killed != "" {
-		fmt.Fprintf(&b, "; stopped by the box: %s", res.Killed)
+	if res.Why != "" {
+		fmt.Fprintf(&b, "; %s", res.Why)
 	}
 	b.WriteString("\n")
 	if res.Transcript != "" {
@@ -149,8 +150,8 @@ func commandText(res BoxRun) string {
 			b.WriteString("\n")
 		}
 	}
-	if res.Errors != "" {
-		b.WriteString("error stream:\n" + res.Errors)
+	if res.Stderr != "" {
+		b.WriteString("error stream:\n" + res.Stderr)
 	}
 	return b.String()
 }

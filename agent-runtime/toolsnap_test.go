@@ -13,26 +13,25 @@ import (
 // BLT-1: the builtin tool surface, frozen in testdata/toolsnaps, and the
 // rules every builtin tool keeps. With a store, the artifacts' tool skill
 // and a vendor's knowledge base (whose search_knowledge is a builtin,
-// KB-3) every builtin of this build is registered; run_sandbox never is.
+// KB-3) and a sandbox every builtin of this build is registered.
 func TestBuiltinToolSurface(t *testing.T) {
 	deps := BuiltinDeps{
 		Directory:  func() *authority.Directory { return testDirectory() },
 		Store:      NewStore(testNode(t)),
 		ToolSkills: BundledToolSkills(func(string) bool { return true }),
 		Knowledge:  NewVendorKnowledge("confluence", nil, nil),
+		Sandbox:    &Sandbox{},
+		Runtime:    func() *Runtime { return nil },
 	}
 	c := serverstest.Connect(t, func(trust servers.Trust) *mcp.Server { return NewBuiltinServer(deps, trust, nil) })
 	lt, err := c.CS.ListTools(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(lt.Tools) != len(BuiltinTools(deps)) || len(lt.Tools) != 10 {
+	if len(lt.Tools) != len(BuiltinTools(deps)) || len(lt.Tools) != 11 {
 		t.Fatalf("listed %d tools, the table has %d", len(lt.Tools), len(BuiltinTools(deps)))
 	}
 	for _, tool := range lt.Tools {
-		if tool.Name == "run_sandbox" {
-			t.Error("run_sandbox is registered on a node with no sandbox")
-		}
 		for _, v := range toolsnap.Rules(tool) {
 			t.Error(v)
 		}
@@ -42,7 +41,8 @@ func TestBuiltinToolSurface(t *testing.T) {
 
 // CAT-3: a builtin whose dependency is absent is not registered at all:
 // no store, no diary, skills, onboarding mark or private channel; no tool
-// skills, no load_tool_skill.
+// skills, no load_tool_skill; no sandbox (a node without bubblewrap), no
+// run_sandbox.
 func TestBuiltinsNeedTheirDependencies(t *testing.T) {
 	tools := BuiltinTools(BuiltinDeps{Directory: func() *authority.Directory { return testDirectory() }})
 	if len(tools) != 1 || tools[0].Name != "lookup_colleague" {
