@@ -18,7 +18,8 @@ import (
 )
 
 // Where a version's bytes come from (ART-8): inline in the call (at most
-// 1 MiB decoded in all), or streamed from a project's files. Every file
+// 1 MiB decoded in all), or streamed from a project's files or the build
+// of the turn's coding run (builds.go). Every file
 // goes into the node's blob store under a name of the operation's own, and
 // is read back and checked against its digest before the version is
 // decided: a version never points at bytes that are not there whole.
@@ -132,6 +133,7 @@ type stager struct {
 	s      *srv
 	ctx    context.Context
 	op     string
+	caller authority.Caller
 	by     servers.Author
 	n      int
 	inline int
@@ -147,7 +149,7 @@ type stager struct {
 // retried operation, or an op_id sent back, may already be in the log
 // with these very blobs.
 func (s *srv) stager(ctx context.Context, call *servers.Call, fresh bool) *stager {
-	return &stager{s: s, ctx: ctx, op: string(call.ID), by: servers.AuthorOf(call.Caller), fresh: fresh}
+	return &stager{s: s, ctx: ctx, op: string(call.ID), caller: call.Caller, by: servers.AuthorOf(call.Caller), fresh: fresh}
 }
 
 // discard erases what a refused fresh call put, so a refusal leaves no
@@ -256,7 +258,10 @@ func (st *stager) inlineFiles(main, content string, files map[string]*fileIn, re
 // removed while the version still serves it.
 func (st *stager) fromSource(r pebble.Reader, src *sourceIn, main string) (map[string]fileRef, error) {
 	if src.Sandbox != "" {
-		return nil, authority.Refuse(authority.Unavailable, "source.sandbox needs the turn's coding run, and this node runs no sandbox; nothing was published. Publish inline content or files, or a project's files with source.project and source.path.")
+		if src.Project != "" || src.Path != "" {
+			return nil, authority.Refuse(authority.Invalid, "source is a project's files or the coding run's build, not both; send project and path, or sandbox.").WithData("argument", "source")
+		}
+		return st.fromSandbox(src.Sandbox)
 	}
 	if src.Project == "" || src.Path == "" {
 		return nil, authority.Refuse(authority.Invalid, "source needs project and path (a project file, or a directory of them ending in /), or sandbox.").WithData("argument", "source")

@@ -44,6 +44,9 @@ type Deps struct {
 	// model's name. nil: no model condenses here, and a long file read
 	// without an offset answers its first page.
 	Condense func(ctx context.Context, c authority.Caller, text string, budget int) (condensed, model string, err error)
+	// Builds reaches the box of a turn's coding run (source.sandbox); nil:
+	// this node runs no sandbox, and source.sandbox is refused unavailable.
+	Builds Builds
 }
 
 // Name is the artifact store's name as a first-party server.
