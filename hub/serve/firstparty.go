@@ -134,6 +134,9 @@ func firstParty(node *state.Node, ix indexes, uploads bool, baseURL func() strin
 			// A long file read without an offset is condensed by the
 			// reader's auxiliary model, charged to their seat (OUT-2).
 			deps, aux := artifactDeps(node, d, baseURL), answers(d)
+			if builtins.Sandbox != nil {
+				deps.Builds = runBuilds(runtime)
+			}
 			deps.Condense = agent.NewCondenser(agent.AuxiliaryDeps{Model: aux.Model, Runtime: aux.Runtime}).Condense
 			return artifacts.NewServer(deps, t)
 		},

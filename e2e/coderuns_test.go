@@ -1,0 +1,262 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/crewlet/hub/agent-runtime/modeltest"
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/crewlet/hub/servers"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// codingCompany is a company whose assistant runs its turns, and its
+// coding runs, on the stand-in model at {{BASE}}. kim asks the assistant
+// for work; ada leads the unit; eve is in another unit and is nobody to
+// kim's runs. {{SANDBOX}} is the company's sandbox block.
+const codingCompany = `
+providers:
+  fake: {api: openai, base_url: "{{BASE}}", api_key: "${E2E_MODEL_KEY}"}
+models:
+  default: {provider: fake, model: e2e-model}
+units:
+  - id: core
+    name: Core
+    lead: ada
+    project: CORE
+    roles:
+      - {name: Ada, handle: ada, kind: human, admin: true}
+      - {name: Kim, handle: kim, kind: human}
+      - {name: Assistant, handle: assistant}
+  - id: ops
+    name: Ops
+    lead: eve
+    roles:
+      - {name: Eve, handle: eve, kind: human}
+api:
+  auth:
+    tokens:
+      - {id: ada, token: "${E2E_TOKEN}", seat: ada}
+      - {id: kim, token: "${KIM_TOKEN}", seat: kim}
+      - {id: eve, token: "${EVE_TOKEN}", seat: eve}
+{{SANDBOX}}
+`
+
+const (
+	kimToken = "kim-e2e-operator-token-0123456789"
+	eveToken = "eve-e2e-operator-token-0123456789"
+)
+
+// codingAgent is the stand-in coding agent: it writes a build script with
+// write_file, runs it with run_command and reports what it printed. A
+// task saying ASK asks kim first, and greets as kim answers.
+func codingAgent(c modeltest.Conversation) modeltest.Reply {
+	last := ""
+	if res := c.LastResults(); len(res) > 0 {
+		last = res[0].Text
+	}
+	greeting := "hello from the box"
+	if strings.Contains(c.UserText(), "ASK") {
+		if c.Round() == 0 {
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "ask_person", Args: map[string]any{"question": "Which greeting shall the page show?"}}}}
+		}
+		greeting = "hi from the box"
+	}
+	switch {
+	case c.Round() == 0 || strings.Contains(last, "answered:"):
+		script := "mkdir -p dist\necho '" + greeting + "' | tee dist/index.html\n"
+		return modeltest.Reply{Calls: []modeltest.Call{{Name: "write_file", Args: map[string]any{"path": "build.sh", "content": script}}}}
+	case strings.HasPrefix(last, "Wrote "):
+		return modeltest.Reply{Calls: []modeltest.Call{{Name: "run_command", Args: map[string]any{"command": "sh build.sh"}}}}
+	}
+	return modeltest.Reply{Calls: []modeltest.Call{{Name: "finish", Args: map[string]any{"report": "The build printed:\n" + last}}}}
+}
+
+// codingTurn is the stand-in seat: it hands the task its item names to
+// run_sandbox, publishes the build with source.sandbox when the run is
+// done, and says so on the item.
+func codingTurn(c modeltest.Conversation) modeltest.Reply {
+	key := e2eItemRe.FindString(c.UserText())
+	call := func(name string, args map[string]any) modeltest.Reply {
+		return modeltest.Reply{Calls: []modeltest.Call{{Name: name, Args: args}}}
+	}
+	var run map[string]any
+	for _, r := range c.Results() {
+		var out map[string]any
+		if json.Unmarshal([]byte(r.Text), &out) == nil && out["run"] != nil {
+			run = out
+		}
+	}
+	task := "Build the page."
+	if strings.Contains(c.UserText(), "ASK") {
+		task = "ASK kim which greeting, then build the page."
+	}
+	switch {
+	case run == nil:
+		return call("run_sandbox", map[string]any{"task": task})
+	case run["outcome"] == "done" && !called(c, "load_tool_skill"):
+		return call("load_tool_skill", map[string]any{"key": "skill:artifacts"})
+	case run["outcome"] == "done" && !called(c, "create_artifact"):
+		return call("create_artifact", map[string]any{"kind": "html", "title": "Built page", "source": map[string]any{"sandbox": "dist/"}})
+	case !called(c, "comment_on_work_item"):
+		return call("comment_on_work_item", map[string]any{"key": key, "body": "The coding run is " + run["outcome"].(string) + "."})
+	}
+	return modeltest.Reply{Text: "Done."}
+}
+
+// called reports whether the conversation's model called a tool.
+func called(c modeltest.Conversation, tool string) bool {
+	for _, m := range c.Messages {
+		for _, call := range m.Calls {
+			if call.Name == tool {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// startCodingHub runs the binary on codingCompany with the stand-in
+// model, and answers the hub, a client per person and the model.
+func startCodingHub(t *testing.T, sandboxBlock string) (*hubProc, map[string]*hubClient, *modeltest.Server) {
+	t.Helper()
+	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
+		if strings.HasPrefix(c.System, "You are the coding agent") {
+			return codingAgent(c)
+		}
+		return codingTurn(c)
+	})
+	doc := strings.NewReplacer("{{BASE}}", model.OpenAIBase(), "{{SANDBOX}}", sandboxBlock).Replace(codingCompany)
+	cfg := filepath.Join(t.TempDir(), "company.yaml")
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"E2E_TOKEN=" + e2eToken, "KIM_TOKEN=" + kimToken, "EVE_TOKEN=" + eveToken, "E2E_MODEL_KEY=sk-e2e-model-key"}
+	h := startHub(t, env, "--config", cfg)
+	clients := map[string]*hubClient{}
+	for who, tok := range map[string]string{"ada": e2eToken, "kim": kimToken, "eve": eveToken} {
+		cs, err := goSDKClient(t, h.mcpURL(), tok, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[who] = &hubClient{cs: cs, token: tok}
+	}
+	return h, clients, model
+}
+
+// runAnswer is run_sandbox's answer as the turn's next request carries it.
+func runAnswer(t *testing.T, model *modeltest.Server, item string) map[string]any {
+	t.Helper()
+	for _, c := range model.Requests() {
+		if strings.HasPrefix(c.System, "You are the coding agent") || !strings.Contains(c.UserText(), item) {
+			continue
+		}
+		for _, r := range c.LastResults() {
+			var out map[string]any
+			if json.Unmarshal([]byte(r.Text), &out) == nil && out["run"] != nil {
+				return out
+			}
+		}
+	}
+	t.Fatalf("no request of the turn about %s carried run_sandbox's answer", item)
+	return nil
+}
+
+// issue 38, against the binary and the stand-in model: a seat's turn
+// calls run_sandbox; the builtin agent writes a script with write_file
+// and runs it with run_command in a real box, and what it printed
+// reaches the turn; the turn publishes the build with create_artifact
+// source.sandbox, and the page reads back byte for byte. The run is on
+// the node's log from start to end, and its box is gone once the turn
+// ended.
+func TestCodingRunBuildsAndPublishes(t *testing.T) {
+	h, as, model := startCodingHub(t, "")
+	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A landing page"}))["key"].(string)
+	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant build the landing page please"})
+	waitLog(t, h, 90*time.Second, "turn_ended", `"outcome":"delivered"`)
+
+	run := runAnswer(t, model, key)
+	if run["outcome"] != "done" || !strings.Contains(run["report"].(string), "hello from the box") {
+		t.Fatalf("run_sandbox answered %v", run)
+	}
+	for _, msg := range []string{"run_started", "run_ended"} {
+		if !hasLogLine(h.logs(), msg, `"run":"`+run["run"].(string)+`"`) {
+			t.Fatalf("no %s for %s in the log:\n%s", msg, run["run"], h.logs())
+		}
+	}
+	var url string
+	for _, c := range model.Requests() {
+		for _, r := range c.LastResults() {
+			var out map[string]any
+			if json.Unmarshal([]byte(r.Text), &out) == nil && out["url"] != nil {
+				url, _ = out["url"].(string)
+			}
+		}
+	}
+	if url == "" {
+		t.Fatalf("create_artifact with source.sandbox answered no artifact; log:\n%s", h.logs())
+	}
+	req, _ := http.NewRequest("GET", url+"index.html", nil)
+	req.Header.Set("Authorization", "Bearer "+kimToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "hello from the box\n" {
+		t.Fatalf("the published page: %d %q", resp.StatusCode, body)
+	}
+	boxes, err := os.ReadDir(filepath.Join(h.dataDir, "boxes"))
+	if err != nil || len(boxes) != 0 {
+		t.Fatalf("boxes left after the turn: %v %v", boxes, err)
+	}
+	if strings.Contains(h.logs(), "sk-e2e-model-key") {
+		t.Fatal("the model's key is in the log")
+	}
+}
+
+// hubClient is one person's session on the hub.
+type hubClient struct {
+	cs    *mcp.ClientSession
+	token string
+}
+
+// OPS-3 answer_run, issue 38: the agent asks, the run parks and the turn
+// is answered its question; a stranger's answer is refused forbidden and
+// changes nothing; kim, whom the run asked, answers it and it goes on to
+// the end, greeting as kim said.
+func TestCodingRunParksAndIsAnswered(t *testing.T) {
+	h, as, model := startCodingHub(t, "")
+	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
+	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant ASK me first, then build it"})
+	waitLog(t, h, 90*time.Second, "run_parked")
+	waitLog(t, h, 90*time.Second, "turn_ended")
+	run := runAnswer(t, model, key)
+	if run["outcome"] != "parked" || run["question"] != "Which greeting shall the page show?" || run["asker"] != "kim" {
+		t.Fatalf("run_sandbox answered %v", run)
+	}
+	args := map[string]any{"run": run["run"], "answer": "Say hi, please."}
+	res := callTool(t, as["eve"].cs, "answer_run", args)
+	if class, _ := servers.ClassOf(res); class != authority.Forbidden {
+		t.Fatalf("eve's answer: %s", hubtest.Text(res))
+	}
+	done := structured(t, callTool(t, as["kim"].cs, "answer_run", args))
+	if done["outcome"] != "done" || !strings.Contains(done["report"].(string), "hi from the box") {
+		t.Fatalf("kim's answer resumed the run to %v", done)
+	}
+	if !hasLogLine(h.logs(), "run_answered", `"by":"kim"`) || !hasLogLine(h.logs(), "run_ended", `"outcome":"done"`) {
+		t.Fatalf("the answer is not in the log:\n%s", h.logs())
+	}
+	again := callTool(t, as["kim"].cs, "answer_run", args)
+	if class, _ := servers.ClassOf(again); class != authority.NotRunning {
+		t.Fatalf("a second answer: %s", hubtest.Text(again))
+	}
+}

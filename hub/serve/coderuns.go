@@ -1,0 +1,50 @@
+package serve
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/crewlet/hub/agent-runtime"
+	"github.com/crewlet/hub/artifacts-mcp"
+	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/sandbox"
+)
+
+// Coding runs on this node: run_sandbox's boxes are made under the data
+// directory's boxes/ (only a box's own workspace is bound into it), and
+// source.sandbox reads the box of the caller's turn's run through the
+// runtime.
+
+// codingRuns is where this node makes coding runs' boxes, or nil where
+// it can have none (no bwrap): run_sandbox is then not registered (CAT-3).
+// The boxes a node stopped without removing are removed here: their runs
+// end unknown when their seats are next held, and are never run again.
+func codingRuns(dataDir string, log *slog.Logger) *agent.Sandbox {
+	if _, err := sandbox.Find(); err != nil {
+		return nil
+	}
+	dir := filepath.Join(dataDir, "boxes")
+	if err := os.RemoveAll(dir); err != nil {
+		log.Warn("boxes_not_removed", "dir", dir, "error", err.Error())
+	}
+	// Until the hub's revision is read (firstParty), boxes take the
+	// defaults.
+	return &agent.Sandbox{Dir: dir, Config: func() sandbox.Config { return sandbox.Config{} },
+		Env: func() []string { return sandbox.Env(os.Environ(), nil) }}
+}
+
+// runBuilds is source.sandbox's way to the runtime's boxes, once the
+// runtime has started.
+type runBuilds func() *agent.Runtime
+
+func (r runBuilds) Build(c authority.Caller) artifacts.BuildBox {
+	rt := r()
+	if rt == nil {
+		return nil
+	}
+	if box := rt.BuildBox(c); box != nil {
+		return box
+	}
+	return nil
+}
