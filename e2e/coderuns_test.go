@@ -260,3 +260,26 @@ func TestCodingRunParksAndIsAnswered(t *testing.T) {
 		t.Fatalf("a second answer: %s", hubtest.Text(again))
 	}
 }
+
+// issue 38: a run parked past sandbox.limits.park (here its least, a
+// minute) ends expired on the log and its box is removed; an answer after
+// that finds nothing waiting.
+func TestCodingRunParkExpires(t *testing.T) {
+	h, as, model := startCodingHub(t, "sandbox:\n  limits: {park: 1m}")
+	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
+	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant ASK me first, then build it"})
+	waitLog(t, h, 90*time.Second, "run_parked")
+	waitLog(t, h, 90*time.Second, "turn_ended")
+	run := runAnswer(t, model, key)
+	if boxes, err := os.ReadDir(filepath.Join(h.dataDir, "boxes")); err != nil || len(boxes) != 1 {
+		t.Fatalf("the parked run's box: %v %v", boxes, err)
+	}
+	waitLog(t, h, 150*time.Second, "run_ended", `"run":"`+run["run"].(string)+`"`, `"outcome":"expired"`)
+	if boxes, err := os.ReadDir(filepath.Join(h.dataDir, "boxes")); err != nil || len(boxes) != 0 {
+		t.Fatalf("boxes left after the park expired: %v %v", boxes, err)
+	}
+	res := callTool(t, as["kim"].cs, "answer_run", map[string]any{"run": run["run"], "answer": "Too late?"})
+	if class, _ := servers.ClassOf(res); class != authority.NotRunning || !strings.Contains(hubtest.Text(res), "ended expired") {
+		t.Fatalf("an answer after the park: %s", hubtest.Text(res))
+	}
+}

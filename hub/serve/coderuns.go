@@ -8,6 +8,8 @@ import (
 	"github.com/crewlet/hub/agent-runtime"
 	"github.com/crewlet/hub/artifacts-mcp"
 	"github.com/crewlet/hub/authority"
+	"github.com/crewlet/hub/hub"
+	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/sandbox"
 )
 
@@ -20,7 +22,7 @@ import (
 // it can have none (no bwrap): run_sandbox is then not registered (CAT-3).
 // The boxes a node stopped without removing are removed here: their runs
 // end unknown when their seats are next held, and are never run again.
-func codingRuns(dataDir string, log *slog.Logger) *agent.Sandbox {
+func codingRuns(dataDir string, company func() *config.Company, log *slog.Logger) *agent.Sandbox {
 	if _, err := sandbox.Find(); err != nil {
 		return nil
 	}
@@ -28,9 +30,9 @@ func codingRuns(dataDir string, log *slog.Logger) *agent.Sandbox {
 	if err := os.RemoveAll(dir); err != nil {
 		log.Warn("boxes_not_removed", "dir", dir, "error", err.Error())
 	}
-	// Until the hub's revision is read (firstParty), boxes take the
-	// defaults.
-	return &agent.Sandbox{Dir: dir, Config: func() sandbox.Config { return sandbox.Config{} },
+	// Each run's box is made as the revision in force says: a reload is
+	// seen by the next run.
+	return &agent.Sandbox{Dir: dir, Config: func() sandbox.Config { return company().SandboxConfig() },
 		Env: func() []string { return sandbox.Env(os.Environ(), nil) }}
 }
 
@@ -47,4 +49,15 @@ func (r runBuilds) Build(c authority.Caller) artifacts.BuildBox {
 		return box
 	}
 	return nil
+}
+
+// inForce is the company revision in force: the hub's once it has
+// started, else the one the node started with.
+func inForce(started func() *hub.Hub, first *config.Company) func() *config.Company {
+	return func() *config.Company {
+		if h := started(); h != nil {
+			return h.Company()
+		}
+		return first
+	}
 }

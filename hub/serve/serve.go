@@ -227,7 +227,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer tel.close(log)
 
-	fp := firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills, Sandbox: codingRuns(o.DataDir, log),
+	fp := firstParty(node, indexes, uploads, baseURL, agent.BuiltinDeps{Store: store, ToolSkills: skills, Sandbox: codingRuns(o.DataDir, inForce(started.Load, company), log),
 		Runtime: running.Load}, running.Load,
 		answerDeps(node, src.env, started.Load, running.Load), started.Load, company)
 	sessions, err := openScreenSessions(ctx, node)
