@@ -283,3 +283,96 @@ func TestCodingRunParkExpires(t *testing.T) {
 		t.Fatalf("an answer after the park: %s", hubtest.Text(res))
 	}
 }
+
+// opencodeBinary is the OpenCode e2e/package.json pins, as `npm ci
+// --prefix e2e` installs it; CREWLET_OPENCODE names another copy of the
+// same version.
+func opencodeBinary(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("CREWLET_OPENCODE")
+	if bin == "" {
+		abs, err := filepath.Abs("node_modules/opencode-linux-x64/bin/opencode")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin = abs
+	}
+	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
+		t.Fatalf("OpenCode is not installed at %s (%v): run `npm ci --prefix e2e`, which installs the version e2e/package.json pins", bin, err)
+	}
+	return bin
+}
+
+// issue 38, the same task with the real coding CLI: the company's
+// sandbox block names OpenCode, so the seat's run_sandbox hands the task
+// to it in the box, on the seat's model through the box's gateway; it
+// writes the page and runs a command, its last message is the run's
+// report, and the turn publishes the build with source.sandbox, read back
+// byte for byte. The provider's key reaches the provider and nothing else.
+func TestCodingRunWithOpenCode(t *testing.T) {
+	bin := opencodeBinary(t)
+	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
+		if c.Offers("bash") {
+			// OpenCode: write the page, print it, say what it printed.
+			switch c.Round() {
+			case 0:
+				return modeltest.Reply{Calls: []modeltest.Call{{ID: "w1", Name: "write",
+					Args: map[string]any{"filePath": "dist/index.html", "content": "hello from opencode\n"}}}}
+			case 1:
+				return modeltest.Reply{Calls: []modeltest.Call{{ID: "b1", Name: "bash",
+					Args: map[string]any{"command": "cat dist/index.html", "description": "print the page"}}}}
+			}
+			return modeltest.Reply{Text: "The page printed: " + strings.TrimSpace(c.LastResults()[0].Text)}
+		}
+		if !c.Offers("run_sandbox") {
+			return modeltest.Reply{Text: "A page"} // OpenCode's session title
+		}
+		return codingTurn(c)
+	})
+	doc := strings.NewReplacer("{{BASE}}", model.OpenAIBase(),
+		"{{SANDBOX}}", "sandbox:\n  limits: {wall: 3m}\n  agent: {cli: opencode, command: \""+bin+"\"}").Replace(codingCompany)
+	cfg := filepath.Join(t.TempDir(), "company.yaml")
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"E2E_TOKEN=" + e2eToken, "KIM_TOKEN=" + kimToken, "EVE_TOKEN=" + eveToken, "E2E_MODEL_KEY=sk-e2e-model-key"}
+	h := startHub(t, env, "--config", cfg)
+	kim, err := goSDKClient(t, h.mcpURL(), kimToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := structured(t, callTool(t, kim, "create_work_item", map[string]any{"title": "A page by the CLI"}))["key"].(string)
+	callTool(t, kim, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant build the page please"})
+	waitLog(t, h, 4*time.Minute, "turn_ended", `"outcome":"delivered"`)
+
+	run := runAnswer(t, model, key)
+	if run["outcome"] != "done" || run["report"] != "The page printed: hello from opencode" {
+		t.Fatalf("run_sandbox answered %v; log:\n%s", run, h.logs())
+	}
+	if !hasLogLine(h.logs(), "run_started", `"agent":"opencode"`) {
+		t.Fatalf("the run was not OpenCode's:\n%s", h.logs())
+	}
+	var url string
+	for _, c := range model.Requests() {
+		if got := c.Header.Get("Authorization"); got != "Bearer sk-e2e-model-key" {
+			t.Fatalf("the provider was called with Authorization %q", got)
+		}
+		for _, r := range c.LastResults() {
+			var out map[string]any
+			if json.Unmarshal([]byte(r.Text), &out) == nil && out["url"] != nil {
+				url, _ = out["url"].(string)
+			}
+		}
+	}
+	req, _ := http.NewRequest("GET", url+"index.html", nil)
+	req.Header.Set("Authorization", "Bearer "+kimToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "hello from opencode\n" {
+		t.Fatalf("the published page: %d %q", resp.StatusCode, body)
+	}
+}
