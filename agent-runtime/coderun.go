@@ -295,7 +295,7 @@ func (r *Runtime) parkRun(ctx context.Context, cr *codeRun) RunResult {
 	r.runs[cr.id] = cr
 	closed := r.closed
 	r.mu.Unlock()
-	t.log.Info("run_parked", "run", cr.id, "asker", cr.asker, "deadline", deadline)
+	t.log.Info("run_parked", "run", cr.id, "asker", cr.asker, "question", cr.question, "deadline", deadline)
 	if !closed {
 		cr.mu.Lock()
 		cr.timer = time.AfterFunc(cr.park, func() { r.expireRun(cr) })

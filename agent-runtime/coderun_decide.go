@@ -23,7 +23,7 @@ type runSandboxIn struct {
 func runSandboxTool(sb *Sandbox, runtime func() *Runtime) servers.Tool {
 	return servers.Typed("run_sandbox",
 		"Hand a code task to a coding agent in a sandbox: a fresh workspace (a git repository) with no network, where it writes files and runs commands on your model. "+
-			"Answers its outcome (done or failed), its report and the commits it made; or, when it needs a person's decision, parked and its question, which the person you act for answers with answer_run. "+
+			"Answers its outcome (done or failed), its report and the commits it made; or, when it needs a person's decision, parked with its question: put the question and the run's id to the person you act for, who answers it with answer_run. "+
 			"Its workspace can be published (create_artifact or publish with source.sandbox) until your turn ends.",
 		servers.Hints{ReadOnly: servers.No, Destructive: servers.No, Idempotent: servers.No, OpenWorld: servers.No}, "",
 		func(ctx context.Context, c authority.Caller, in runSandboxIn) (RunResult, error) {
