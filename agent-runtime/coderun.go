@@ -342,27 +342,9 @@ func (r *Runtime) AnswerRun(ctx context.Context, c authority.Caller, id, answer 
 	if cr == nil {
 		return RunResult{}, ErrRunNotHere
 	}
-	t := cr.t
-	if err := r.opts.Store.writeRun(ctx, c, kindRunAnswered, runEvent{ID: cr.id, Seat: t.rec.Seat, AnsweredBy: c.Seat}); err != nil {
-		// Not recorded, not resumed: it waits for another answer.
-		r.mu.Lock()
-		r.runs[cr.id] = cr
-		r.mu.Unlock()
-		cr.mu.Lock()
-		cr.timer = time.AfterFunc(cr.park, func() { r.expireRun(cr) })
-		cr.mu.Unlock()
+	if err := r.answered(ctx, c, cr, answer); err != nil {
 		return RunResult{}, err
 	}
-	t.log.Info("run_answered", "run", cr.id, "by", c.Seat, "operator_id", c.OperatorID)
-	// The answer is the parked ask_person call's result, fenced as the
-	// person's words.
-	last := &cr.cv.Msgs[len(cr.cv.Msgs)-1]
-	for i := range last.Results {
-		if last.Results[i].CallID == cr.parkedCall {
-			last.Results[i] = ToolResult{CallID: cr.parkedCall, Text: "@" + c.Seat + " answered:\n" + servers.Fence(answer, []servers.Author{servers.AuthorOf(c)})}
-		}
-	}
-	cr.parkedCall, cr.question = "", ""
 	// The run goes on past the call that answered it: it is the node's
 	// now, cut only when the node stops.
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -370,6 +352,62 @@ func (r *Runtime) AnswerRun(ctx context.Context, c authority.Caller, id, answer 
 	defer stop()
 	defer cancel()
 	return r.drive(rctx, cr), nil
+}
+
+// RunRunningOn is the outcome an answer relayed from another node of a
+// fleet answers: the run was resumed and runs on its own node; where it
+// stops next is on the log.
+const RunRunningOn = "running"
+
+// resumeInBackground resumes a run parked here with an answer, and runs
+// it on the runtime (until it stops next, or the node stops), answering
+// at once.
+func (r *Runtime) resumeInBackground(c authority.Caller, id, answer string) (RunResult, error) {
+	cr := r.takeParked(id)
+	if cr == nil {
+		return RunResult{}, ErrRunNotHere
+	}
+	ctx, cancel := context.WithTimeout(r.life, 30*time.Second)
+	defer cancel()
+	if err := r.answered(ctx, c, cr, answer); err != nil {
+		return RunResult{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		// The node is stopping: the run stays open on the log, and the
+		// seat's next holder ends it unknown.
+		cr.closeBox()
+		return RunResult{}, ErrRunNotHere
+	}
+	r.wg.Go(func() { r.drive(r.life, cr) })
+	return RunResult{Run: cr.id, Outcome: RunRunningOn, Rounds: cr.rounds}, nil
+}
+
+// answered records a parked run's answer and hands it to the agent as the
+// parked ask_person call's result, fenced as the person's words. Not
+// recorded, the run is not resumed: it is parked again, waiting for
+// another answer.
+func (r *Runtime) answered(ctx context.Context, c authority.Caller, cr *codeRun, answer string) error {
+	t := cr.t
+	if err := r.opts.Store.writeRun(ctx, c, kindRunAnswered, runEvent{ID: cr.id, Seat: t.rec.Seat, AnsweredBy: c.Seat}); err != nil {
+		r.mu.Lock()
+		r.runs[cr.id] = cr
+		r.mu.Unlock()
+		cr.mu.Lock()
+		cr.timer = time.AfterFunc(cr.park, func() { r.expireRun(cr) })
+		cr.mu.Unlock()
+		return err
+	}
+	t.log.Info("run_answered", "run", cr.id, "by", c.Seat, "operator_id", c.OperatorID)
+	last := &cr.cv.Msgs[len(cr.cv.Msgs)-1]
+	for i := range last.Results {
+		if last.Results[i].CallID == cr.parkedCall {
+			last.Results[i] = ToolResult{CallID: cr.parkedCall, Text: "@" + c.Seat + " answered:\n" + servers.Fence(answer, []servers.Author{servers.AuthorOf(c)})}
+		}
+	}
+	cr.parkedCall, cr.question = "", ""
+	return nil
 }
 
 // endOrphanedRuns ends unknown every run of a seat the log shows open

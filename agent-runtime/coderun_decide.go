@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 
@@ -81,13 +82,23 @@ func answerRunTool(d DecisionDeps, runtime func() (*Runtime, error)) servers.Too
 			if err := mayAnswerRun(c, d.Directory(), rec); err != nil {
 				return RunResult{}, err
 			}
-			if rec.State != RunParked {
+			if rec.State == RunEnded {
 				return RunResult{}, authority.Refuse(authority.NotRunning, "The run %s is not waiting for an answer: it is %s.", rec.ID, runStateWords(rec))
 			}
+			// The probe: a run parked here is answered here; in a fleet, one
+			// this node does not run is handed to the node holding its seat,
+			// which alone knows whether it waits (this node's view of the
+			// log may not have caught up with its park).
 			out, err := rt.AnswerRun(ctx, c, rec.ID, answer)
+			if errors.Is(err, ErrRunNotHere) && d.Relay != nil && !rt.Holds(rec.Seat) {
+				return answerThrough(ctx, d.Relay, c, rec, answer)
+			}
+			if errors.Is(err, ErrRunNotHere) && rec.State == RunRunning {
+				return RunResult{}, authority.Refuse(authority.NotRunning, "The run %s is not waiting for an answer: it is %s.", rec.ID, runStateWords(rec))
+			}
 			if errors.Is(err, ErrRunNotHere) {
 				return RunResult{}, authority.Refuse(authority.Unavailable,
-					"The run %s is parked on the node running @%s, not this one; answer it there, or once this node holds the seat (a run whose node stopped ends unknown).", rec.ID, rec.Seat)
+					"The run %s is not parked on any node that answers for @%s now (its node may have stopped: the run then ends unknown once the seat is held again); nothing was answered.", rec.ID, rec.Seat)
 			}
 			return out, err
 		}).ForOperators()
@@ -116,4 +127,69 @@ func runStateWords(rec RunRecord) string {
 		return "ended " + rec.Outcome
 	}
 	return rec.State
+}
+
+// RunAnswerQuestion is the kind of question an answer_run asks the node
+// holding the run's seat (Runtime.AnswerRunQuestion answers it there).
+const RunAnswerQuestion = "answer_run"
+
+// runAnswerAsk is an answer_run sent to the seat's holder: the caller was
+// judged by the node asked; the holder resumes the run.
+type runAnswerAsk struct {
+	Caller authority.Caller `json:"caller"`
+	Run    string           `json:"run"`
+	Answer string           `json:"answer"`
+}
+
+// runAnswerReply is the holder's reply: where the run is, or a refusal.
+type runAnswerReply struct {
+	Result   RunResult       `json:"result"`
+	Class    authority.Class `json:"class,omitempty"`
+	Sentence string          `json:"sentence,omitempty"`
+}
+
+// AnswerRunQuestion answers an answer_run another node sent for a run
+// parked here. The question must be answered at once, so the run is
+// resumed on the runtime and the reply says it is running; where it
+// stops next is on the log.
+func (r *Runtime) AnswerRunQuestion(question []byte) []byte {
+	var q runAnswerAsk
+	var a runAnswerReply
+	if err := json.Unmarshal(question, &q); err != nil {
+		a.Class, a.Sentence = authority.Invalid, "The answer sent to this node could not be read."
+	} else if res, err := r.resumeInBackground(q.Caller, q.Run, q.Answer); err != nil {
+		ref := authority.Refuse(authority.Unavailable, "The node holding the run could not take the answer; try again.")
+		if errors.Is(err, ErrRunNotHere) {
+			ref = authority.Refuse(authority.NotRunning, "The run %s is not waiting for an answer on the node holding its seat.", q.Run)
+		} else {
+			errors.As(err, &ref)
+		}
+		a.Class, a.Sentence = ref.Class, ref.Sentence
+	} else {
+		a.Result = res
+	}
+	out, _ := json.Marshal(a)
+	return out
+}
+
+// answerThrough sends an answer_run to the node holding the run's seat.
+func answerThrough(ctx context.Context, relay Relay, c authority.Caller, rec RunRecord, answer string) (RunResult, error) {
+	q, _ := json.Marshal(runAnswerAsk{Caller: c, Run: rec.ID, Answer: answer})
+	reply, err := relay.AskSeatHolder(ctx, rec.Seat, RunAnswerQuestion, q)
+	switch {
+	case errors.Is(err, ErrSeatNotHeld), errors.Is(err, ErrNotFleet):
+		return RunResult{}, authority.Refuse(authority.Unavailable,
+			"No node of the fleet holds @%s now, so its parked run %s cannot take the answer; once the seat is held again the run ends unknown.", rec.Seat, rec.ID)
+	case err != nil:
+		return RunResult{}, authority.Refuse(authority.Unavailable,
+			"The node holding @%s did not answer, so the run %s was not answered; try again in a moment.", rec.Seat, rec.ID)
+	}
+	var a runAnswerReply
+	if err := json.Unmarshal(reply, &a); err != nil {
+		return RunResult{}, authority.Refuse(authority.Unavailable, "The node holding @%s answered something unreadable, so the run %s may not have taken the answer; read its state before you answer again.", rec.Seat, rec.ID)
+	}
+	if a.Class != "" {
+		return RunResult{}, &authority.Refusal{Class: a.Class, Sentence: a.Sentence}
+	}
+	return a.Result, nil
 }

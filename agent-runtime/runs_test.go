@@ -87,9 +87,9 @@ func runDirectory() *authority.Directory {
 
 // OPS-3 answer_run's authority table: the person the run asked, the lead
 // of its seat's unit and an administrator pass it (and are then told the
-// run is parked on another node, since none is parked on this one); a
-// stranger and an AI seat are refused forbidden before anything is
-// looked at further; a run not parked is not_running.
+// log shows the run parked, and no node answers for it, none being parked
+// on this one); a stranger and an AI seat are refused forbidden before
+// anything is looked at further; a run ended or running is not_running.
 func TestAnswerRunAuthority(t *testing.T) {
 	h := newHarness(t, nil, nil, nil)
 	dir := func() *authority.Directory { return runDirectory() }
@@ -105,6 +105,7 @@ func TestAnswerRunAuthority(t *testing.T) {
 		{kindRunParked, runEvent{ID: "run-p", Seat: "alan", Question: "Which branch?"}},
 		{kindRunStarted, runEvent{ID: "run-d", Seat: "alan", Turn: "trk-1", Asker: "kim"}},
 		{kindRunEnded, runEvent{ID: "run-d", Seat: "alan", Outcome: RunDone}},
+		{kindRunStarted, runEvent{ID: "run-r", Seat: "alan", Turn: "trk-1", Asker: "kim"}},
 	} {
 		if err := h.store.writeRun(t.Context(), seat, e.kind, e.ev); err != nil {
 			t.Fatal(err)
@@ -116,11 +117,12 @@ func TestAnswerRunAuthority(t *testing.T) {
 	args := map[string]any{"run": "run-p", "answer": "main"}
 	for _, who := range []string{"kim", "ada", "root"} {
 		r := c.Refused(person(who), "answer_run", args, authority.Unavailable)
-		serverstest.MustContain(t, r.Sentence, "parked on the node running @alan")
+		serverstest.MustContain(t, r.Sentence, "not parked on any node that answers for @alan")
 	}
 	r := c.Refused(person("eve"), "answer_run", args, authority.Forbidden)
 	serverstest.MustContain(t, r.Sentence, "(@kim)", "lead of @alan's unit", "administrator")
 	c.Refused(seat, "answer_run", args, authority.Forbidden)
 	c.Refused(person("kim"), "answer_run", map[string]any{"run": "run-d", "answer": "x"}, authority.NotRunning)
+	c.Refused(person("kim"), "answer_run", map[string]any{"run": "run-r", "answer": "x"}, authority.NotRunning)
 	c.Refused(person("kim"), "answer_run", map[string]any{"run": "run-x", "answer": "x"}, authority.NotFound)
 }

@@ -138,6 +138,11 @@ func startRuntime(ctx context.Context, h *hub.Hub, d runtimeDeps) (*agent.Runtim
 			_ = rt.Close()
 			return nil, fmt.Errorf("answering the fleet's questions about seats: %w", err)
 		}
+		// So is an answer_run for a coding run parked here.
+		if err := h.AnswerSeatQuestions(agent.RunAnswerQuestion, rt.AnswerRunQuestion); err != nil {
+			_ = rt.Close()
+			return nil, fmt.Errorf("answering the fleet's questions about seats: %w", err)
+		}
 	}
 	return rt, nil
 }
