@@ -2,11 +2,14 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -127,6 +130,14 @@ func called(c modeltest.Conversation, tool string) bool {
 // model, and answers the hub, a client per person and the model.
 func startCodingHub(t *testing.T, sandboxBlock string) (*hubProc, map[string]*hubClient, *modeltest.Server) {
 	t.Helper()
+	h, as, model, _ := startCodingHubIn(t, t.TempDir(), sandboxBlock)
+	return h, as, model
+}
+
+// startCodingHubIn is startCodingHub on a data directory of the test's,
+// answering too how to start the hub again on it.
+func startCodingHubIn(t *testing.T, dir, sandboxBlock string) (*hubProc, map[string]*hubClient, *modeltest.Server, func() *hubProc) {
+	t.Helper()
 	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
 		if strings.HasPrefix(c.System, "You are the coding agent") {
 			return codingAgent(c)
@@ -139,7 +150,7 @@ func startCodingHub(t *testing.T, sandboxBlock string) (*hubProc, map[string]*hu
 		t.Fatal(err)
 	}
 	env := []string{"E2E_TOKEN=" + e2eToken, "KIM_TOKEN=" + kimToken, "EVE_TOKEN=" + eveToken, "E2E_MODEL_KEY=sk-e2e-model-key"}
-	h := startHub(t, env, "--config", cfg)
+	h := startHubIn(t, dir, env, "--config", cfg)
 	clients := map[string]*hubClient{}
 	for who, tok := range map[string]string{"ada": e2eToken, "kim": kimToken, "eve": eveToken} {
 		cs, err := goSDKClient(t, h.mcpURL(), tok, "")
@@ -148,7 +159,7 @@ func startCodingHub(t *testing.T, sandboxBlock string) (*hubProc, map[string]*hu
 		}
 		clients[who] = &hubClient{cs: cs, token: tok}
 	}
-	return h, clients, model
+	return h, clients, model, func() *hubProc { return startHubIn(t, dir, env, "--config", cfg) }
 }
 
 // runAnswer is run_sandbox's answer as the turn's next request carries it.
@@ -374,5 +385,45 @@ func TestCodingRunWithOpenCode(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || string(body) != "hello from opencode\n" {
 		t.Fatalf("the published page: %d %q", resp.StatusCode, body)
+	}
+}
+
+// issue 38: a run belongs to its seat's node. Killed with SIGKILL while a
+// run is parked, the node leaves it open on the log; started again on
+// the same data, it ends the run unknown when it holds the seat again,
+// never runs it again, and removes the box the killed node left.
+func TestCodingRunEndsUnknownWhenItsNodeDies(t *testing.T) {
+	dir := t.TempDir()
+	h, as, model, restart := startCodingHubIn(t, dir, "")
+	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
+	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant ASK me first, then build it"})
+	waitLog(t, h, 90*time.Second, "run_parked")
+	waitLog(t, h, 90*time.Second, "turn_ended")
+	run := runAnswer(t, model, key)
+	if err := syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.cmd.Wait()
+	h.stderr.Close()
+	if boxes, err := os.ReadDir(filepath.Join(dir, "boxes")); err != nil || len(boxes) != 1 {
+		t.Fatalf("the killed node's box: %v %v", boxes, err)
+	}
+	asked := model.Count()
+
+	h2 := restart()
+	waitLog(t, h2, 60*time.Second, "run_ended", `"run":"`+run["run"].(string)+`"`, `"outcome":"unknown"`)
+	if boxes, err := os.ReadDir(filepath.Join(dir, "boxes")); !errors.Is(err, fs.ErrNotExist) || len(boxes) != 0 {
+		t.Fatalf("boxes after the restart: %v %v", boxes, err)
+	}
+	kim, err := goSDKClient(t, h2.mcpURL(), kimToken, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, kim, "answer_run", map[string]any{"run": run["run"], "answer": "Say hi."})
+	if class, _ := servers.ClassOf(res); class != authority.NotRunning || !strings.Contains(hubtest.Text(res), "ended unknown") {
+		t.Fatalf("an answer after the node died: %s", hubtest.Text(res))
+	}
+	if model.Count() != asked {
+		t.Fatalf("the model was asked %d more times after the restart: the run ran again", model.Count()-asked)
 	}
 }
