@@ -100,8 +100,9 @@ type codeRun struct {
 	question   string
 	rounds     int
 	timer      *time.Timer
-	// closed: its box is removed.
-	closed bool
+	// resumed: answered, it runs on past its turn's hold (which no longer
+	// removes its box); closed: its box is removed.
+	resumed, closed bool
 }
 
 // closeBox removes the run's box, once.
@@ -351,7 +352,7 @@ func (r *Runtime) AnswerRun(ctx context.Context, c authority.Caller, id, answer 
 	stop := context.AfterFunc(r.life, cancel)
 	defer stop()
 	defer cancel()
-	return r.drive(rctx, cr), nil
+	return r.driveResumed(rctx, cr), nil
 }
 
 // RunRunningOn is the outcome an answer relayed from another node of a
@@ -380,7 +381,7 @@ func (r *Runtime) resumeInBackground(c authority.Caller, id, answer string) (Run
 		cr.closeBox()
 		return RunResult{}, ErrRunNotHere
 	}
-	r.wg.Go(func() { r.drive(r.life, cr) })
+	r.wg.Go(func() { r.driveResumed(r.life, cr) })
 	return RunResult{Run: cr.id, Outcome: RunRunningOn, Rounds: cr.rounds}, nil
 }
 
@@ -400,6 +401,13 @@ func (r *Runtime) answered(ctx context.Context, c authority.Caller, cr *codeRun,
 		return err
 	}
 	t.log.Info("run_answered", "run", cr.id, "by", c.Seat, "operator_id", c.OperatorID)
+	// The run is its own from here: its turn may still be running its
+	// next rounds, or may have ended, and the two must not share what a
+	// loop counts.
+	cr.mu.Lock()
+	cr.resumed = true
+	cr.mu.Unlock()
+	cr.t = t.detached()
 	last := &cr.cv.Msgs[len(cr.cv.Msgs)-1]
 	for i := range last.Results {
 		if last.Results[i].CallID == cr.parkedCall {
@@ -408,6 +416,27 @@ func (r *Runtime) answered(ctx context.Context, c authority.Caller, cr *codeRun,
 	}
 	cr.parkedCall, cr.question = "", ""
 	return nil
+}
+
+// detached is a turn's identity, model and log without what its loop
+// counts: what a resumed run asks its model through.
+func (t *turn) detached() *turn {
+	return &turn{r: t.r, rec: t.rec, caller: t.caller, model: t.model, spec: t.spec, log: t.log, loaded: map[string]bool{}}
+}
+
+// driveResumed drives an answered run and records what its model calls
+// spent: they belong to no turn's end, which is where a turn's spending
+// is recorded for the budget's windows.
+func (r *Runtime) driveResumed(ctx context.Context, cr *codeRun) RunResult {
+	out := r.drive(ctx, cr)
+	if tokens := cr.t.usage.Total(); tokens > 0 {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := r.opts.Store.spent(wctx, cr.t.caller, cr.t.rec.Seat, tokens); err != nil {
+			cr.t.log.Warn("run_spending_not_recorded", "run", cr.id, "tokens", tokens, "error", err.Error())
+		}
+	}
+	return out
 }
 
 // endOrphanedRuns ends unknown every run of a seat the log shows open
@@ -447,7 +476,10 @@ func (t *turn) closeRuns() {
 		t.r.mu.Lock()
 		_, parked := t.r.runs[cr.id]
 		t.r.mu.Unlock()
-		if !parked {
+		cr.mu.Lock()
+		resumed := cr.resumed
+		cr.mu.Unlock()
+		if !parked && !resumed {
 			cr.closeBox()
 		}
 	}

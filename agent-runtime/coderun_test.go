@@ -242,3 +242,49 @@ func TestParkedRunExpires(t *testing.T) {
 		t.Fatalf("an answer after expiry: %v", err)
 	}
 }
+
+// A run answered while the turn that started it still runs goes on as its
+// own: the turn's rounds are its own three, the run ends done, what the
+// resumed run's model calls spent is recorded apart (it belongs to no
+// turn's end), and the box is removed once both are over.
+func TestRunAnsweredWhileItsTurnRuns(t *testing.T) {
+	held := newHeldModel(1)
+	h, boxes := runHarness(t, func(c modeltest.Conversation) modeltest.Reply {
+		if isCodingAgent(c) {
+			if c.Round() == 0 {
+				return call("ask_person", map[string]any{"question": "Which greeting?"})
+			}
+			return helloAgent(c)
+		}
+		held.hold(c)
+		return seatTurn(c)
+	}, time.Hour)
+	ended := make(chan TurnRecord, 1)
+	go func() { ended <- h.turn() }()
+	<-held.asked
+	out := runOut(t, h.model.Requests())
+	ada := authority.Caller{Seat: "ada", Kind: authority.KindHuman}
+	done, err := h.rt.AnswerRun(t.Context(), ada, out.Run, "say hi")
+	if err != nil || done.Outcome != RunDone || !strings.Contains(done.Report, "hi from the box") {
+		t.Fatalf("answered: %+v %v", done, err)
+	}
+	close(held.release)
+	rec := <-ended
+	if rec.Outcome != Delivered || rec.Rounds != 3 {
+		t.Fatalf("the turn: %+v", rec)
+	}
+	rows := 0
+	if err := h.store.Spending(time.Now().Add(-time.Hour), func(seat string, _ time.Time, tokens int64) {
+		if seat == "alan" && tokens > 0 {
+			rows++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 {
+		t.Fatalf("%d spending rows; want the turn's and the resumed run's", rows)
+	}
+	if n := boxesLeft(t, boxes); n != 0 {
+		t.Fatalf("%d boxes left", n)
+	}
+}
