@@ -10,6 +10,9 @@ import (
 	"github.com/crewlet/hub/agent-runtime/modeltest"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/sandbox"
+	"github.com/crewlet/hub/servers"
+	"github.com/crewlet/hub/servers/serverstest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Coding runs driven through a seat's real turn: the seat's model (the
@@ -24,7 +27,7 @@ func isCodingAgent(c modeltest.Conversation) bool {
 
 // runHarness is a harness whose seats have run_sandbox, with boxes made
 // under boxes and parked runs waiting park.
-func runHarness(t *testing.T, script modeltest.Script, park time.Duration) (h *harness, boxes string) {
+func runHarness(t *testing.T, script modeltest.Script, park time.Duration, opts ...func(*Options)) (h *harness, boxes string) {
 	t.Helper()
 	if _, err := sandbox.Find(); err != nil {
 		t.Fatalf("coding runs need bubblewrap: %v", err)
@@ -38,6 +41,9 @@ func runHarness(t *testing.T, script modeltest.Script, park time.Duration) (h *h
 		surf := builtinSurfaceOf(t, BuiltinDeps{Directory: o.Directory, Store: o.Store, Sandbox: sb, Runtime: func() *Runtime { return rt }})
 		surf.add(commentTool, `{"outcome":"applied"}`)
 		o.Hub = builtinHub{surf}
+		for _, opt := range opts {
+			opt(o)
+		}
 	})
 	rt = h.rt
 	return h, boxes
@@ -287,4 +293,54 @@ func TestRunAnsweredWhileItsTurnRuns(t *testing.T) {
 	if n := boxesLeft(t, boxes); n != 0 {
 		t.Fatalf("%d boxes left", n)
 	}
+}
+
+// The caps of a coding run, each a number said in its refusal: a question
+// past 4000 bytes and a report past 64 KiB are refused to the agent (it
+// says them shorter), and a run past its model rounds (RunRounds) ends
+// failed saying so; a task past 64 KiB is refused to the seat and an
+// answer past 4000 bytes to the person.
+func TestRunCaps(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("x", n+1) }
+	h, _ := runHarness(t, func(c modeltest.Conversation) modeltest.Reply {
+		if !isCodingAgent(c) {
+			return seatTurn(c)
+		}
+		switch c.Round() {
+		case 0:
+			return call("ask_person", map[string]any{"question": long(4000)})
+		case 1:
+			return call("finish", map[string]any{"report": long(64 << 10)})
+		}
+		return call("list_files", map[string]any{})
+	}, time.Hour, func(o *Options) { o.RunRounds = 4 })
+	h.turn()
+	out := runOut(t, h.model.Requests())
+	if out.Outcome != RunFailed || out.Report != "The run used its 4 model rounds without finishing." {
+		t.Fatalf("run_sandbox answered %+v", out)
+	}
+	var refusals []string
+	for _, c := range h.model.Requests() {
+		if isCodingAgent(c) && c.Round() > 0 {
+			refusals = append(refusals, lastText(c))
+		}
+	}
+	if len(refusals) != 3 || !strings.Contains(refusals[0], "Refused (invalid): question is 4001 bytes, past the limit of 4000") ||
+		!strings.Contains(refusals[1], "Refused (invalid): report is 65537 bytes, past the limit of 65536") {
+		t.Fatalf("the agent was answered %q", refusals)
+	}
+
+	c := serverstest.Connect(t, func(trust servers.Trust) *mcp.Server {
+		return NewBuiltinServer(BuiltinDeps{Directory: func() *authority.Directory { return testDirectory() },
+			Sandbox: &Sandbox{}, Runtime: func() *Runtime { return h.rt }}, trust, nil)
+	})
+	seat := authority.Caller{Seat: "alan", Kind: authority.KindAgent, Requester: "ada", TurnKey: "trk-x"}
+	r := c.Refused(seat, "run_sandbox", map[string]any{"task": long(64 << 10)}, authority.Invalid)
+	serverstest.MustContain(t, r.Sentence, "65536")
+	d := serverstest.Connect(t, func(trust servers.Trust) *mcp.Server {
+		return NewDecisionServer(DecisionDeps{Directory: func() *authority.Directory { return testDirectory() }, Runtime: func() *Runtime { return h.rt }}, trust, nil)
+	})
+	ada := authority.Caller{Seat: "ada", Kind: authority.KindHuman}
+	r = d.Refused(ada, "answer_run", map[string]any{"run": out.Run, "answer": long(4000)}, authority.Invalid)
+	serverstest.MustContain(t, r.Sentence, "4001 bytes", "4000")
 }
