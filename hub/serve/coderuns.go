@@ -20,14 +20,15 @@ import (
 
 // codingRuns is where this node makes coding runs' boxes, or nil where
 // it can have none (no bwrap): run_sandbox is then not registered (CAT-3).
-// The boxes a node stopped without removing are removed here: their runs
-// end unknown when their seats are next held, and are never run again.
+// The boxes a node stopped without removing are swept here, workspaces
+// and cgroups (sandbox.Sweep): their runs end unknown when their seats
+// are next held, and are never run again.
 func codingRuns(dataDir string, company func() *config.Company, log *slog.Logger) *agent.Sandbox {
 	if _, err := sandbox.Find(); err != nil {
 		return nil
 	}
 	dir := filepath.Join(dataDir, "boxes")
-	if err := os.RemoveAll(dir); err != nil {
+	if err := sandbox.Sweep(dir); err != nil {
 		log.Warn("boxes_not_removed", "dir", dir, "error", err.Error())
 	}
 	// Each run's box is made as the revision in force says: a reload is
