@@ -444,20 +444,32 @@ func TestAloneNodeRefusesAFollower(t *testing.T) {
 // registered then hears every placement, the first one included.
 func openFleetPair(t *testing.T, ctx context.Context, c *config.Company, follow func(*testNode)) []*testNode {
 	t.Helper()
+	return openFleetNodes(t, ctx, Options{Company: c, StartupWait: time.Minute,
+		Env: func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" }}, follow)
+}
+
+// openFleetNodes is openFleetPair with the hubs' options but for the
+// fleet, which it sets: the leases, the bus, the fleet's keys and buckets.
+func openFleetNodes(t *testing.T, ctx context.Context, opts Options, follow func(*testNode)) []*testNode {
+	t.Helper()
 	js, err := state.OpenJetStream(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.Close() })
+	keys, err := js.OpenFleetKeys(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var nodes []*testNode
 	for _, name := range []string{"a", "b"} {
 		n := &testNode{name: name}
 		if n.leases, err = state.OpenLeases(ctx, js, state.LeaseOptions{Node: name, TTL: testTTL, Renew: testBeat}); err != nil {
 			t.Fatal(err)
 		}
-		if n.hub, err = New(ctx, Options{Company: c, StartupWait: time.Minute,
-			Env:   func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" },
-			Fleet: &Fleet{Node: name, Leases: n.leases, Bus: js, Heartbeat: testBeat}}); err != nil {
+		o := opts
+		o.Fleet = &Fleet{Node: name, Leases: n.leases, Bus: js, Heartbeat: testBeat, Keys: keys, Buckets: js}
+		if n.hub, err = New(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 		nodes = append(nodes, n)

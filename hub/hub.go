@@ -82,10 +82,22 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	h.life, h.endLife = context.WithCancel(context.Background())
 	h.router = &Router{company: h.company, clean: h.clean, log: h.log, life: h.life, callTimeout: h.callTimeout,
 		observe: CallObservers(opts.Observers.Calls)}
+	sessionKey, err := nodeKey(ctx, opts.Fleet, keyOperatorSessions)
+	if err != nil {
+		return nil, fmt.Errorf("hub: the fleet's key for operator sessions: %w", err)
+	}
 	h.operator = newOperator(operatorDeps{
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, oauth: h.oauth, control: h,
-		changes: newChangeFeed(),
+		changes: newChangeFeed(), sessionKey: sessionKey,
 	})
+	if opts.Fleet != nil && opts.Fleet.Buckets != nil {
+		fs, err := openFleetSessions(ctx, opts.Fleet.Buckets, h.operator.sessions, h.log)
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("hub: the fleet's operator sessions: %w", err)
+		}
+		h.operator.sessions.fleet = fs
+	}
 	minter := h.newGrants()
 	h.operator.screen = newScreen(h.operator, h.life.Done(), seatGrants{h})
 	h.pins = newPinning(opts.Pins, h.log)

@@ -51,6 +51,15 @@ func (r revision) atLeast(o revision) bool { return !r.t.Before(o.t) }
 // batch opening a session), bounds and reads a POST body, and picks the
 // handler for the request's revision.
 func (f *operator) serveMCP(w http.ResponseWriter, r *http.Request) {
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" && f.sessions.fleet != nil {
+		// A 2025 session another node of the fleet opened is taken up
+		// here (mcp_sessions_fleet.go); 2026-07-28 has no sessions.
+		if rev, ok := parseRevision(r.Header.Get("Mcp-Protocol-Version")); !ok || !rev.atLeast(modernProtocol) {
+			if !f.adopt(w, r, id) {
+				return
+			}
+		}
+	}
 	f.sessions.track(w, r, f.route)
 }
 
@@ -79,7 +88,7 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 			}
 			defer done()
 		}
-		f.stateful.ServeHTTP(w, r)
+		f.serveStateful(w, r)
 		return
 	}
 	limit := f.opts.MaxBodyBytes
@@ -130,7 +139,7 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 		}
 		defer done()
 	}
-	f.stateful.ServeHTTP(w, r)
+	f.serveStateful(w, r)
 }
 
 // spoken are the revisions this hub speaks, read once: every request names

@@ -60,6 +60,13 @@ type opSession struct {
 	// idle, any other for its grace.
 	streams int
 	engaged bool
+	// rec is the session as the fleet records it, and stored when this
+	// node last wrote it (mcp_sessions_fleet.go); serve, for a session
+	// this node took up from the fleet, is what serves it in the SDK's
+	// stead.
+	rec    sessionRecord
+	stored time.Time
+	serve  http.Handler
 }
 
 type sessionTable struct {
@@ -69,6 +76,8 @@ type sessionTable struct {
 	// closed, if set, is told each session id leaving the table, once
 	// (the caps per credential give its slot back).
 	closed func(id string)
+	// fleet records the sessions for the fleet's other nodes; nil alone.
+	fleet *fleetSessions
 }
 
 // newSessionTable keeps a session in use for idle, one whose client sent
@@ -88,17 +97,21 @@ func (t *sessionTable) wait(s *opSession) time.Duration {
 	return t.grace
 }
 
-// opened records a session whose initialize succeeded.
-func (t *sessionTable) opened(ss *mcp.ServerSession, user string, caps *mcp.ClientCapabilities) {
+// opened records a session whose initialize succeeded, and in a fleet
+// records it in the fleet's bucket before its client learns its id.
+func (t *sessionTable) opened(ctx context.Context, ss *mcp.ServerSession, rec sessionRecord) {
 	id := ss.ID()
 	if id == "" {
 		return
 	}
-	s := &opSession{id: id, user: user, ss: ss, caps: caps}
+	s := &opSession{id: id, user: rec.User, ss: ss, caps: rec.Caps, rec: rec}
 	s.timer = time.AfterFunc(t.grace, func() { t.close(s) })
 	t.mu.Lock()
 	t.byID[id] = s
 	t.mu.Unlock()
+	if t.fleet != nil {
+		t.fleet.put(ctx, s)
+	}
 }
 
 func (t *sessionTable) get(id string) *opSession {
@@ -217,12 +230,16 @@ func (t *sessionTable) endStream(s *opSession, served bool) {
 // off while they run; a DELETE the SDK answers with 204 has closed it.
 func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
 	s := t.get(r.Header.Get("Mcp-Session-Id"))
+
 	switch {
 	case s == nil:
 		next(w, r)
 	case r.Method == http.MethodPost:
 		s.startPOST()
 		defer t.endPOST(s)
+		if t.fleet != nil {
+			t.fleet.renew(r.Context(), s)
+		}
 		next(w, r)
 	case r.Method == http.MethodGet:
 		t.startStream(s)
@@ -234,6 +251,10 @@ func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(h
 		next(sw, r)
 		if sw.status == http.StatusNoContent {
 			t.forget(s)
+			if t.fleet != nil {
+				// Ended on every node, not only this one.
+				t.fleet.remove(r.Context(), s.id)
+			}
 		}
 	default:
 		next(w, r)
@@ -254,15 +275,17 @@ func (f *operator) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		switch method {
 		case "initialize":
-			var user string
+			var rec sessionRecord
 			if ex := req.GetExtra(); ex != nil && ex.TokenInfo != nil {
-				user = ex.TokenInfo.UserID
+				rec.User = ex.TokenInfo.UserID
 			}
-			var caps *mcp.ClientCapabilities
 			if ip, ok := req.GetParams().(*mcp.InitializeParams); ok && ip != nil {
-				caps = ip.Capabilities
+				rec.Caps, rec.Client = ip.Capabilities, ip.ClientInfo
 			}
-			f.sessions.opened(ss, user, caps)
+			if ir, ok := res.(*mcp.InitializeResult); ok && ir != nil {
+				rec.Revision = ir.ProtocolVersion
+			}
+			f.sessions.opened(ctx, ss, rec)
 		case "notifications/initialized":
 			if s := f.sessions.get(ss.ID()); s != nil {
 				s.mu.Lock()
@@ -274,7 +297,12 @@ func (f *operator) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 				if lp, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && lp != nil {
 					s.mu.Lock()
 					s.logLevel = lp.Level
+					s.rec.Level = lp.Level
 					s.mu.Unlock()
+					if f.sessions.fleet != nil {
+						// Every node serving the session logs at it.
+						f.sessions.fleet.put(ctx, s)
+					}
 				}
 			}
 		}

@@ -56,6 +56,9 @@ type operatorDeps struct {
 	// changes is what the screen watches: every server and catalogue
 	// change is said there.
 	changes *changeFeed
+	// sessionKey signs the 2025 sessions' ids: the fleet's, or this
+	// node's own alone (mcp_sessions_fleet.go).
+	sessionKey []byte
 }
 
 // operator is the operator surface. It implements events, so supervision
@@ -85,8 +88,10 @@ type operator struct {
 	// only reads them.
 	tokenInfos sync.Map // authority.Principal -> *auth.TokenInfo
 	tokenCount atomic.Int64
-	// sessions are the 2025 sessions, as the fast path needs them.
-	sessions *sessionTable
+	// sessions are the 2025 sessions, as the fast path needs them;
+	// sessionIDs mints and checks their ids.
+	sessions   *sessionTable
+	sessionIDs sessionIDs
 	// caps are what each credential holds against api.limits (caps.go).
 	caps caps
 	// noFast leaves every call to the SDK: the path the fast path is
@@ -124,6 +129,7 @@ func (f *operator) close() {
 	for deadline := time.Now().Add(drainWait); f.inflight.Load() > 0 && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
+	f.sessions.fleet.close()
 	f.sessions.closeAll()
 	for ss := range f.server.Sessions() {
 		ss.Close()

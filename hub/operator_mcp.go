@@ -19,8 +19,8 @@ import (
 // newOperator builds the operator catalogue's MCP server and its handlers.
 func newOperator(d operatorDeps) *operator {
 	f := &operator{operatorDeps: d, owned: newOwners(), subs: map[string]int{}, refusals: newRefusalLog(d.log, refusalLogEvery), wrong: throttle.NewCredentials(nil),
-		sessions: newSessionTable(d.opts.SessionIdle, d.opts.SessionGrace),
-		impl:     &mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}}
+		sessions: newSessionTable(d.opts.SessionIdle, d.opts.SessionGrace), sessionIDs: sessionIDs{key: d.sessionKey},
+		impl: &mcp.Implementation{Name: "crewlet", Title: "Crewlet hub", Version: Version}}
 	f.serverInfo, _ = json.Marshal(f.impl)
 	f.sessions.closed = f.sessionClosed
 	f.server = mcp.NewServer(f.impl, &mcp.ServerOptions{
@@ -35,7 +35,10 @@ func newOperator(d operatorDeps) *operator {
 		CompletionHandler: func(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 			return f.complete(ctx, req)
 		},
-		SetCacheable:       cacheScope,
+		SetCacheable: cacheScope,
+		// Signed, so that any node of a fleet knows an id the fleet
+		// issued (mcp_sessions_fleet.go).
+		GetSessionID:       f.sessionIDs.mint,
 		SubscribeHandler:   func(ctx context.Context, req *mcp.SubscribeRequest) error { return f.subscribe(ctx, req) },
 		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error { return f.unsubscribe(ctx, req) },
 	})

@@ -66,6 +66,26 @@ type Fleet struct {
 	// Health, if set, reports the fleet's replicated streams for GET
 	// /fleet (state.JetStreamLog.Health).
 	Health func(ctx context.Context) []state.StreamHealth
+	// Keys, if set, are the keys every node of the fleet shares
+	// (state.FleetKeys): what one node signs or seals with them — a 2025
+	// operator session's id — another opens. Unset, the node draws its
+	// own, and only it opens what it sealed.
+	Keys FleetKeys
+	// Buckets, if set, opens the fleet's coordination buckets
+	// (state.JetStreamLog): where a 2025 operator session is recorded, so
+	// that any node serves it (mcp_sessions_fleet.go). Unset, a session
+	// is served only by the node that opened it.
+	Buckets FleetBuckets
+}
+
+// FleetKeys are the fleet's shared keys, by name (state.FleetKeys).
+type FleetKeys interface {
+	Key(ctx context.Context, name string) ([]byte, error)
+}
+
+// FleetBuckets opens the fleet's coordination buckets (state.JetStreamLog).
+type FleetBuckets interface {
+	TTLBucket(ctx context.Context, name string) (*state.TTLBucket, error)
 }
 
 // SeatLeases is what a node of a fleet needs of the lease store.

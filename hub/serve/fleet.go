@@ -45,6 +45,9 @@ type fleetConn struct {
 	opts   *FleetOptions
 	js     *state.JetStreamLog
 	leases *state.Leases
+	// keys are the fleet's shared keys, sealed in its keys bucket under
+	// the route secret.
+	keys *state.FleetKeys
 	// logOwned is set once a state node took the log over.
 	logOwned bool
 }
@@ -75,13 +78,20 @@ func joinFleet(ctx context.Context, dataDir string, f *FleetOptions, log *slog.L
 		_ = js.Close()
 		return nil, fmt.Errorf("opening the fleet's seat leases: %w", err)
 	}
+	keys, err := js.OpenFleetKeys(ctx, f.Cluster.Secret)
+	if err != nil {
+		_ = leases.Close()
+		_ = js.Close()
+		return nil, fmt.Errorf("opening the fleet's keys: %w", err)
+	}
 	log.Info("fleet_joined", "node", f.Cluster.Node, "replicas", js.Replicas(), "took_ms", time.Since(start).Milliseconds())
-	return &fleetConn{opts: f, js: js, leases: leases}, nil
+	return &fleetConn{opts: f, js: js, leases: leases, keys: keys}, nil
 }
 
 // hubFleet is what the hub is given.
 func (c *fleetConn) hubFleet() *hub.Fleet {
-	return &hub.Fleet{Node: c.opts.Cluster.Node, Leases: c.leases, Bus: c.js, Heartbeat: c.leases.Options().Renew, Health: c.js.Health}
+	return &hub.Fleet{Node: c.opts.Cluster.Node, Leases: c.leases, Bus: c.js, Heartbeat: c.leases.Options().Renew, Health: c.js.Health,
+		Keys: c.keys, Buckets: c.js}
 }
 
 // close lets every seat still held go, so peers take them at once, then

@@ -1,0 +1,188 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/crewlet/hub/servers"
+)
+
+// nodeSwitch is a balancer in a client's transport: it sends a session's
+// POSTs to the fleet's nodes in turn and its event stream (GET) to the
+// node named for it, skipping nodes marked down, and counts what each
+// node answered for the session.
+type nodeSwitch struct {
+	nodes  []*url.URL
+	stream int // the node the GETs go to
+
+	mu   sync.Mutex
+	next int
+	down map[int]bool
+	// served counts, per node, the session's requests it answered (those
+	// carrying Mcp-Session-Id); failed lists any answered with an error
+	// status.
+	served map[int]int
+	failed []string
+}
+
+func (s *nodeSwitch) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	n := s.stream
+	if r.Method != http.MethodGet {
+		n = s.next % len(s.nodes)
+		s.next++
+	}
+	for s.down[n] {
+		n = (n + 1) % len(s.nodes)
+	}
+	s.mu.Unlock()
+	r = r.Clone(r.Context())
+	r.URL.Scheme, r.URL.Host = s.nodes[n].Scheme, s.nodes[n].Host
+	r.Host = s.nodes[n].Host
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && r.Header.Get("Mcp-Session-Id") != "" {
+		s.mu.Lock()
+		s.served[n]++
+		if resp.StatusCode >= 300 {
+			s.failed = append(s.failed, fmt.Sprintf("%s to node %d: %s", r.Method, n, resp.Status))
+		}
+		s.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (s *nodeSwitch) markDown(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down[n] = true
+}
+
+// Issue 39, build 1 (OPS-1: a session id is a handle, not a proof): a
+// 2025 session opened through one node of a fleet is served by any node —
+// a go-sdk client whose requests alternate between two nodes has every
+// call answered, its event stream on the node that did not open it gets
+// that node's catalogue change, and once the opening node is gone the
+// other carries on with the same session id. An id the fleet did not
+// issue, or one altered, is refused in words.
+func TestFleetServesASessionOnAnyNode(t *testing.T) {
+	more := hubtest.Upstream(t, &mcp.Tool{Name: "extra"})
+	doc := hubtest.NewCompany().Person("ada", true).Token("laptop", "ADA_TOKEN", "ada")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second,
+		Env:        func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" },
+		FirstParty: []FirstParty{{Name: "echo", New: func(tr servers.Trust, _ Deps) *mcp.Server { return hubtest.EchoServer(tr) }}},
+	}, func(*testNode) {})
+	var servers []*httptest.Server
+	sw := &nodeSwitch{stream: 1, down: map[int]bool{}, served: map[int]int{}}
+	for _, n := range nodes {
+		srv := httptest.NewServer(n.hub.Handler())
+		t.Cleanup(srv.Close)
+		servers = append(servers, srv)
+		u, _ := url.Parse(srv.URL)
+		sw.nodes = append(sw.nodes, u)
+	}
+	changed := make(chan struct{}, 8)
+	cs, err := hubtest.DialClient(t, servers[0].URL+"/operator/mcp", &http.Client{Transport: hubtest.Bearer{Token: "ada-token-123456", Base: sw}},
+		"2025-11-25", &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			changed <- struct{}{}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cs.ID()
+	call := func(text string) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": text}})
+		if err != nil {
+			t.Fatalf("call %q: %v", text, err)
+		}
+		if res.IsError || !strings.Contains(hubtest.Text(res), text) {
+			t.Fatalf("call %q answered %s", text, hubtest.Text(res))
+		}
+	}
+	for i := range 6 {
+		call(fmt.Sprintf("both nodes %d", i))
+	}
+	sw.mu.Lock()
+	served, failed := sw.served[0], sw.failed
+	sw.mu.Unlock()
+	if served < 3 || len(failed) > 0 {
+		t.Fatalf("the opening node answered %d of the session's requests; refused: %v", served, failed)
+	}
+
+	// The event stream is on node b, which did not open the session: a
+	// change of b's catalogue reaches the client there.
+	eventually(t, 10*time.Second, "the session's event stream open on node b", func() (bool, string) {
+		s := nodes[1].hub.operator.sessions.get(id)
+		if s == nil {
+			return false, "node b holds no such session"
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.streams > 0, fmt.Sprintf("%d streams", s.streams)
+	})
+	grown := doc.Server(fmt.Sprintf(`{name: more, url: %q}`, more)).Parse(t)
+	if err := nodes[1].hub.Apply(grown); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the client's event stream on node b never got the catalogue change")
+	}
+
+	// Node a goes: the session carries on through b, under the same id.
+	sw.markDown(0)
+	servers[0].Close()
+	nodes[0].stop()
+	for i := range 4 {
+		call(fmt.Sprintf("node b alone %d", i))
+	}
+	if cs.ID() != id {
+		t.Fatalf("the session id changed from %s to %s", id, cs.ID())
+	}
+	sw.mu.Lock()
+	failed = sw.failed
+	sw.mu.Unlock()
+	if len(failed) > 0 {
+		t.Fatalf("requests of the session were refused: %v", failed)
+	}
+
+	// An id no node issued, and the real one altered, are refused in
+	// words before anything is served.
+	swap := "A"
+	if id[10] == 'A' {
+		swap = "B"
+	}
+	altered := id[:10] + swap + id[11:]
+	for _, bad := range []string{"made-up-session", altered} {
+		req, _ := http.NewRequest(http.MethodPost, servers[1].URL+"/operator/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`))
+		req.Header.Set("Authorization", "Bearer ada-token-123456")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", bad)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "not issued by this hub") {
+			t.Fatalf("session id %q: %s %s", bad, resp.Status, body)
+		}
+	}
+}

@@ -1,0 +1,308 @@
+//lint:file-ignore SA1019 a 2025 session's log level (logging, deprecated in 2026-07-28, SEP-2577) travels with it.
+
+package hub
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/crewlet/hub/servers/state"
+)
+
+// Any node of a fleet serves any request of any 2025 operator session
+// (issue 39, build 1; the argument is in docs/fleet-sessions.md).
+//
+// Nothing but bookkeeping ties a session to the node that opened it: every
+// call is decided by the credential on its own request (OPS-1). What a node
+// needs to serve a session it has not seen is what the client said when it
+// opened it — the revision agreed, its capabilities and its name — and the
+// log level it asked for since. The id says the session is one the fleet
+// issued: it is signed with the fleet's sessions key (shared by every node,
+// kept sealed in the fleet's keys bucket, state.FleetKeys), so a node
+// refuses a forged or altered id at once, in words, without asking anyone.
+// The rest is a record in the fleet's sessions bucket, written when the
+// session opens and when its log level changes, read by a node the first
+// time a request of the session reaches it. That node then connects the
+// session to its own SDK server from the record, and serves it from then
+// on as its own: its event stream gets the catalogue changes the node
+// pushes, and each call's notes go on that call's own stream.
+//
+// Every node follows the bucket: a log level set through one node reaches
+// the copies the others hold, and a session ended by its client's DELETE
+// on one node is closed on all. A record lives as long as the session's
+// idle timeout, renewed by each node that serves the session every quarter
+// of it, so a session in use never loses it.
+
+// sessionsBucket records the fleet's 2025 operator sessions.
+const sessionsBucket = "CREWLET_OPERATOR_SESSIONS"
+
+// sessionIDs mints and checks session ids: 16 random bytes and the first
+// 16 of their HMAC-SHA256 under the sessions key, base64url (43
+// characters, all visible ASCII as the transport asks).
+type sessionIDs struct{ key []byte }
+
+const sessionIDRandom, sessionIDMAC = 16, 16
+
+func (k sessionIDs) mac(r []byte) []byte {
+	m := hmac.New(sha256.New, k.key)
+	m.Write([]byte("crewlet operator session\x00"))
+	m.Write(r)
+	return m.Sum(nil)[:sessionIDMAC]
+}
+
+// mint is the SDK's GetSessionID.
+func (k sessionIDs) mint() string {
+	b := make([]byte, sessionIDRandom, sessionIDRandom+sessionIDMAC)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(append(b, k.mac(b)...))
+}
+
+// valid reports an id this fleet (or this node, alone) issued.
+func (k sessionIDs) valid(id string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(id)
+	if err != nil || len(b) != sessionIDRandom+sessionIDMAC {
+		return false
+	}
+	return hmac.Equal(b[sessionIDRandom:], k.mac(b[:sessionIDRandom]))
+}
+
+// sessionRecord is what a node needs of a session it did not open.
+type sessionRecord struct {
+	User     string                  `json:"user"`
+	Revision string                  `json:"revision"`
+	Caps     *mcp.ClientCapabilities `json:"capabilities,omitempty"`
+	Client   *mcp.Implementation     `json:"client,omitempty"`
+	Level    mcp.LoggingLevel        `json:"log_level,omitempty"`
+}
+
+// fleetSessions is a node's part in the fleet's sessions bucket: it
+// writes the sessions this node opens, reads those it has not seen, and
+// follows the bucket for the sessions it holds. Its one goroutine (the
+// watch) is ended by close.
+type fleetSessions struct {
+	b    *state.TTLBucket
+	ttl  time.Duration
+	log  *slog.Logger
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// openFleetSessions opens the bucket and follows it for the sessions t
+// holds.
+func openFleetSessions(ctx context.Context, buckets FleetBuckets, t *sessionTable, log *slog.Logger) (*fleetSessions, error) {
+	b, err := buckets.TTLBucket(ctx, sessionsBucket)
+	if err != nil {
+		return nil, err
+	}
+	wctx, stop := context.WithCancel(context.Background())
+	w, err := b.Watch(wctx, ">")
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	fs := &fleetSessions{b: b, ttl: t.idle, log: log, stop: stop}
+	fs.wg.Add(1)
+	go func() {
+		defer fs.wg.Done()
+		defer w.Stop()
+		fs.follow(wctx, w, t)
+	}()
+	return fs, nil
+}
+
+// follow applies each change of the bucket to the session this node holds
+// under its key, if any: a new log level, or the session gone (its
+// client's DELETE through another node).
+func (fs *fleetSessions) follow(ctx context.Context, w *state.TTLWatch, t *sessionTable) {
+	for {
+		e, err := w.Next(ctx)
+		if err != nil {
+			return
+		}
+		s := t.get(e.Key)
+		if s == nil {
+			continue
+		}
+		if e.Gone {
+			t.close(s)
+			continue
+		}
+		var rec sessionRecord
+		if json.Unmarshal(e.Value, &rec) != nil {
+			continue
+		}
+		s.mu.Lock()
+		s.logLevel = rec.Level
+		s.rec = rec
+		s.mu.Unlock()
+	}
+}
+
+func (fs *fleetSessions) close() {
+	if fs == nil {
+		return
+	}
+	fs.stop()
+	fs.wg.Wait()
+}
+
+// put writes s's record, marking when, so the next POST knows when to
+// renew it.
+func (fs *fleetSessions) put(ctx context.Context, s *opSession) {
+	s.mu.Lock()
+	rec := s.rec
+	s.mu.Unlock()
+	b, err := json.Marshal(rec)
+	if err == nil {
+		err = fs.b.Put(ctx, s.id, b, fs.ttl)
+	}
+	if err != nil {
+		// The session still works on this node; only another node could
+		// not take it up. The id is no secret worth hiding, but it is a
+		// handle: the log names none.
+		fs.log.Warn("operator_session_unrecorded", "error", err.Error(),
+			"reason", "another node of the fleet cannot serve this session's requests until it is recorded")
+		return
+	}
+	s.mu.Lock()
+	s.stored = time.Now()
+	s.mu.Unlock()
+}
+
+// renew writes s's record again when a quarter of its life has passed
+// since this node last wrote it.
+func (fs *fleetSessions) renew(ctx context.Context, s *opSession) {
+	s.mu.Lock()
+	due := time.Since(s.stored) > fs.ttl/4
+	s.mu.Unlock()
+	if due {
+		fs.put(ctx, s)
+	}
+}
+
+// remove drops a session's record: its client ended it.
+func (fs *fleetSessions) remove(ctx context.Context, id string) {
+	e, err := fs.b.Get(ctx, id)
+	if err == nil {
+		err = fs.b.Delete(ctx, id, e.Revision)
+	}
+	if err != nil && !errors.Is(err, state.ErrNoKey) && !errors.Is(err, state.ErrKeyMoved) {
+		fs.log.Warn("operator_session_unremoved", "error", err.Error(),
+			"reason", "the other nodes of the fleet keep their copies until they stand idle")
+	}
+}
+
+// sessionWait bounds reading a session's record: the bucket answers in
+// milliseconds, or is electing a leader.
+const sessionWait = 5 * time.Second
+
+// adopt makes the session a request names one this node serves, if the
+// fleet issued it and it is open: it reports false when it has answered
+// the request itself, refused.
+func (f *operator) adopt(w http.ResponseWriter, r *http.Request, id string) bool {
+	if f.sessions.get(id) != nil {
+		return true
+	}
+	if !f.sessionIDs.valid(id) {
+		http.Error(w, "This Mcp-Session-Id was not issued by this hub (it is not one of the ids its nodes sign, or it was altered): "+
+			"open a new session with initialize.", http.StatusNotFound)
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), sessionWait)
+	defer cancel()
+	e, err := f.sessions.fleet.b.Get(ctx, id)
+	if errors.Is(err, state.ErrNoKey) {
+		http.Error(w, fmt.Sprintf("This session has ended: its client closed it, or it went unused for %s. Open a new session with initialize.",
+			f.sessions.idle), http.StatusNotFound)
+		return false
+	}
+	var rec sessionRecord
+	if err == nil {
+		err = json.Unmarshal(e.Value, &rec)
+	}
+	if err != nil {
+		f.log.Warn("operator_session_unread", "error", err.Error())
+		http.Error(w, "This hub node could not read the session's record from the fleet just now: send the request again.",
+			http.StatusServiceUnavailable)
+		return false
+	}
+	if p, ok := principalFrom(r.Context()); !ok || p.Caller().Seat != rec.User {
+		http.Error(w, sessionUserMismatch, http.StatusForbidden)
+		return false
+	}
+	transport := &mcp.StreamableServerTransport{SessionID: id}
+	ss, err := f.server.Connect(context.WithoutCancel(r.Context()), transport, &mcp.ServerSessionOptions{State: &mcp.ServerSessionState{
+		InitializeParams:          &mcp.InitializeParams{ProtocolVersion: rec.Revision, Capabilities: rec.Caps, ClientInfo: rec.Client},
+		InitializedParams:         &mcp.InitializedParams{},
+		NegotiatedProtocolVersion: rec.Revision,
+		LogLevel:                  rec.Level,
+	}})
+	if err != nil {
+		f.log.Error("operator_session_unadopted", "error", err.Error())
+		http.Error(w, "This hub node could not take up the session: send the request again.", http.StatusServiceUnavailable)
+		return false
+	}
+	user := rec.User
+	serve := f.sdkAuth(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// As the SDK's handler checks every request of a session it
+		// opened: a session is used as the seat that opened it.
+		if ti := auth.TokenInfoFromContext(r.Context()); ti == nil || ti.UserID != user {
+			http.Error(w, sessionUserMismatch, http.StatusForbidden)
+			return
+		}
+		if r.Method == http.MethodDelete {
+			_ = ss.Close()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		transport.ServeHTTP(w, r)
+	}))
+	if !f.sessions.adopted(ss, rec, serve) {
+		// Another request of the session took it up first.
+		_ = ss.Close()
+	}
+	return true
+}
+
+// sessionUserMismatch refuses a request of a session opened as another
+// seat.
+const sessionUserMismatch = "This session was opened with a credential of another seat; a session is used with the credential of the seat that opened it."
+
+// adopted records a session this node took up from the fleet, served by
+// serve; false if the table holds the id already.
+func (t *sessionTable) adopted(ss *mcp.ServerSession, rec sessionRecord, serve http.Handler) bool {
+	s := &opSession{id: ss.ID(), user: rec.User, ss: ss, caps: rec.Caps, initialized: true, logLevel: rec.Level, rec: rec, serve: serve,
+		stored: time.Now()}
+	s.timer = time.AfterFunc(t.grace, func() { t.close(s) })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byID[s.id] != nil {
+		s.timer.Stop()
+		return false
+	}
+	t.byID[s.id] = s
+	return true
+}
+
+// serveStateful hands a 2025 request to the SDK's stateful handler, or to
+// the session this node took up from the fleet that it names.
+func (f *operator) serveStateful(w http.ResponseWriter, r *http.Request) {
+	if s := f.sessions.get(r.Header.Get("Mcp-Session-Id")); s != nil && s.serve != nil {
+		s.serve.ServeHTTP(w, r)
+		return
+	}
+	f.stateful.ServeHTTP(w, r)
+}
