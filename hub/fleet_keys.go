@@ -12,6 +12,9 @@ import (
 const (
 	// keyOperatorSessions signs the 2025 operator sessions' ids.
 	keyOperatorSessions = "operator_sessions"
+	// keyInputRounds seals the requestState a 2026-07-28 client carries
+	// from one round of a call to the next (input_rounds.go).
+	keyInputRounds = "input_rounds"
 )
 
 // nodeKey answers the key called name: the fleet's, or one drawn now.

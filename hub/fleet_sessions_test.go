@@ -34,6 +34,8 @@ type nodeSwitch struct {
 	// status.
 	served map[int]int
 	failed []string
+	// posts are the nodes each POST went to, in order.
+	posts []int
 }
 
 func (s *nodeSwitch) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -45,6 +47,9 @@ func (s *nodeSwitch) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	for s.down[n] {
 		n = (n + 1) % len(s.nodes)
+	}
+	if r.Method == http.MethodPost {
+		s.posts = append(s.posts, n)
 	}
 	s.mu.Unlock()
 	r = r.Clone(r.Context())

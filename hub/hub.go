@@ -86,6 +86,9 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub: the fleet's key for operator sessions: %w", err)
 	}
+	if h.router.seal.key, err = nodeKey(ctx, opts.Fleet, keyInputRounds); err != nil {
+		return nil, fmt.Errorf("hub: the fleet's key for input rounds: %w", err)
+	}
 	h.operator = newOperator(operatorDeps{
 		opts: &h.opts, log: h.log, company: h.company, router: h.router, tokens: h.tokens, oauth: h.oauth, control: h,
 		changes: newChangeFeed(), sessionKey: sessionKey,

@@ -31,10 +31,11 @@ import (
 // invalid before anything reaches a server. The follow-up is a call of its
 // own, decided, bounded and pinned as every call is (Router.call).
 //
-// The sealing key is the router's, drawn when it first seals: a follow-up
-// that reaches another hub process (a restart, another node of a fleet)
-// is refused invalid and the client starts the call over, which a server
-// must allow for anyway, since a client may never come back.
+// The sealing key is the fleet's (fleet_keys.go), so a round begun on one
+// node is finished on any other (issue 39, build 2); a node alone draws
+// its own at start, and a follow-up that reaches it after a restart is
+// refused invalid: the client starts the call over, which a server must
+// allow for anyway, since a client may never come back.
 
 // clientRound is what the call of a client on 2026-07-28 brings: the
 // answers to the input requests of an earlier answer, and the hub's sealed
@@ -76,9 +77,10 @@ func takesInputRounds(ss *mcp.ServerSession) bool {
 // sealedStatePrefix begins every requestState the hub gives a client.
 const sealedStatePrefix = "crewlet-state-1."
 
-// stateSeal seals and opens requestStates with a key of its own, drawn on
-// first use.
+// stateSeal seals and opens requestStates with its key: the one given
+// (the fleet's, or the node's own), or one drawn on first use.
 type stateSeal struct {
+	key  []byte
 	once sync.Once
 	aead cipher.AEAD
 	err  error
@@ -86,9 +88,12 @@ type stateSeal struct {
 
 func (s *stateSeal) cipher() (cipher.AEAD, error) {
 	s.once.Do(func() {
-		key := make([]byte, 32)
-		if _, s.err = rand.Read(key); s.err != nil {
-			return
+		key := s.key
+		if key == nil {
+			key = make([]byte, 32)
+			if _, s.err = rand.Read(key); s.err != nil {
+				return
+			}
 		}
 		var block cipher.Block
 		if block, s.err = aes.NewCipher(key); s.err != nil {
