@@ -15,6 +15,9 @@ const (
 	// keyInputRounds seals the requestState a 2026-07-28 client carries
 	// from one round of a call to the next (input_rounds.go).
 	keyInputRounds = "input_rounds"
+	// keyOAuthGrants seals the seats' upstream OAuth grants in the
+	// fleet's grants bucket (upstream_oauth.go).
+	keyOAuthGrants = "oauth_grants"
 )
 
 // nodeKey answers the key called name: the fleet's, or one drawn now.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/secrets"
 	"github.com/crewlet/hub/servers/state"
 	"github.com/crewlet/hub/servers/upstream"
 )
@@ -449,7 +450,9 @@ func openFleetPair(t *testing.T, ctx context.Context, c *config.Company, follow 
 }
 
 // openFleetNodes is openFleetPair with the hubs' options but for the
-// fleet, which it sets: the leases, the bus, the fleet's keys and buckets.
+// fleet, which it sets (the leases, the bus, the fleet's keys and
+// buckets; of opts.Fleet only ManualSeats is read), and each node's own
+// grant store; each node's log records carry node=<name>.
 func openFleetNodes(t *testing.T, ctx context.Context, opts Options, follow func(*testNode)) []*testNode {
 	t.Helper()
 	js, err := state.OpenJetStream(ctx, t.TempDir())
@@ -468,7 +471,16 @@ func openFleetNodes(t *testing.T, ctx context.Context, opts Options, follow func
 			t.Fatal(err)
 		}
 		o := opts
-		o.Fleet = &Fleet{Node: name, Leases: n.leases, Bus: js, Heartbeat: testBeat, Keys: keys, Buckets: js}
+		o.Fleet = &Fleet{Node: name, Leases: n.leases, Bus: js, Heartbeat: testBeat, Keys: keys, Buckets: js,
+			ManualSeats: opts.Fleet != nil && opts.Fleet.ManualSeats}
+		if o.Logger != nil {
+			o.Logger = o.Logger.With("node", name)
+		}
+		// Each node has a grant store of its own in its data directory,
+		// as serve gives it.
+		if o.Grants, err = secrets.OpenGrants(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 		if n.hub, err = New(ctx, o); err != nil {
 			t.Fatal(err)
 		}

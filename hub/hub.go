@@ -101,6 +101,10 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		}
 		h.operator.sessions.fleet = fs
 	}
+	if err := h.fleetGrants(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
 	minter := h.newGrants()
 	h.operator.screen = newScreen(h.operator, h.life.Done(), seatGrants{h})
 	h.pins = newPinning(opts.Pins, h.log)

@@ -73,8 +73,10 @@ type Fleet struct {
 	Keys FleetKeys
 	// Buckets, if set, opens the fleet's coordination buckets
 	// (state.JetStreamLog): where a 2025 operator session is recorded, so
-	// that any node serves it (mcp_sessions_fleet.go). Unset, a session
-	// is served only by the node that opened it.
+	// that any node serves it (mcp_sessions_fleet.go), and, with Keys,
+	// where the seats' OAuth grants are sealed, so that a seat's next
+	// holder has its grant (in Grants' stead). Unset, a session is served
+	// only by the node that opened it, and grants are the node's own.
 	Buckets FleetBuckets
 }
 
@@ -86,6 +88,7 @@ type FleetKeys interface {
 // FleetBuckets opens the fleet's coordination buckets (state.JetStreamLog).
 type FleetBuckets interface {
 	TTLBucket(ctx context.Context, name string) (*state.TTLBucket, error)
+	OpenSealedValues(ctx context.Context, bucket string, key []byte) (*state.SealedValues, error)
 }
 
 // SeatLeases is what a node of a fleet needs of the lease store.

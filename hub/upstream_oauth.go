@@ -19,13 +19,41 @@ import (
 // itself; a refusal, or a refresh the authorization server refuses, holds
 // it back as failed (mcp_server_failed) until a person authorizes again.
 
+// grantsBucket holds a fleet's grants, sealed under its oauth_grants key.
+const grantsBucket = "CREWLET_OAUTH_GRANTS"
+
+// fleetGrants makes the fleet's grants bucket the grant store of a node
+// of a fleet (issue 39, build 2): a seat that moves to another node,
+// even off one killed, finds its grant there, where a node's own store
+// held it only for the node that made it. A node alone keeps its own.
+func (h *Hub) fleetGrants(ctx context.Context) error {
+	f := h.opts.Fleet
+	if f == nil || f.Keys == nil || f.Buckets == nil {
+		return nil
+	}
+	key, err := f.Keys.Key(ctx, keyOAuthGrants)
+	if err != nil {
+		return fmt.Errorf("hub: the fleet's key for OAuth grants: %w", err)
+	}
+	vault, err := f.Buckets.OpenSealedValues(ctx, grantsBucket, key)
+	if err != nil {
+		return fmt.Errorf("hub: the fleet's OAuth grants: %w", err)
+	}
+	h.opts.Grants = vault
+	return nil
+}
+
 // newGrants builds the minter over the hub's grant store, nil without one.
 func (h *Hub) newGrants() *grants.Minter {
 	if h.opts.Grants == nil {
 		return nil
 	}
-	return grants.New(grants.Options{Vault: h.opts.Grants, Logger: h.log.With("component", "oauth_grants"),
-		Changed: h.grantChanged, Held: h.redactAlso})
+	o := grants.Options{Vault: h.opts.Grants, Logger: h.log.With("component", "oauth_grants"),
+		Changed: h.grantChanged, Held: h.redactAlso}
+	if h.opts.Fleet != nil {
+		o.Acting = h.seats.acting
+	}
+	return grants.New(o)
 }
 
 // grantChanged reconciles the seat whose grant arrived, was refused or

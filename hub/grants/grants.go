@@ -105,6 +105,14 @@ type Options struct {
 	// PendingTTL bounds how long an authorization may take; 10 minutes if
 	// zero.
 	PendingTTL time.Duration
+	// Acting, if set, says whether this node acts for a seat now. In a
+	// fleet the vault is every node's, and only the node running the seat
+	// renews its grant: a node the seat has left lets its copy go rather
+	// than renew it, since two nodes renewing one grant spend one refresh
+	// token twice, and an authorization server that rotates them refuses
+	// the second — which would end the grant for the seat everywhere.
+	// Nil: this node acts for every seat.
+	Acting func(seat string) bool
 }
 
 // Minter mints and keeps the seats' grants.
@@ -270,6 +278,14 @@ func (m *Minter) refresh(g *seatGrant) {
 		return
 	}
 	rec := g.rec
+	if m.opts.Acting != nil && !m.opts.Acting(g.seat) {
+		// The seat's holder renews it; this node reads the grant again
+		// if the seat comes back.
+		delete(m.live, key(g.server, g.seat))
+		m.mu.Unlock()
+		m.opts.Logger.Info("oauth_grant_let_go", "server", g.server, "seat", g.seat, "reason", "this node no longer acts for the seat; the node that does renews its grant")
+		return
+	}
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

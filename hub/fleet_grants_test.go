@@ -1,0 +1,157 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/hubtest/idp"
+)
+
+// Issue 39, build 2 (FLT-5): a seat's upstream OAuth grant made through
+// the node holding the seat is the fleet's: when that node goes and the
+// seat moves, the seat's child on its new node starts with the grant and
+// its calls carry the seat's own token, with nobody authorizing again.
+func TestFleetSeatKeepsItsGrantWhenItMoves(t *testing.T) {
+	prov, c := fleetGrantCompany(t)
+	env := map[string]string{"ADA_TOKEN": "ada-token-123456", "GH_CLIENT_SECRET": grantClientSecret}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: c, StartupWait: 10 * time.Second,
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}, func(*testNode) {})
+	var holder, other *testNode
+	eventually(t, 10*time.Second, "alice placed", func() (bool, string) {
+		h := nodes[0].leases.Holders()["alice"]
+		for i, n := range nodes {
+			if n.name == h {
+				holder, other = n, nodes[1-i]
+			}
+		}
+		return holder != nil, fmt.Sprintf("holders %v", nodes[0].leases.Holders())
+	})
+	web := grantThrough(t, ctx, prov, holder)
+
+	// The holder goes; alice moves to the other node, whose child of gh
+	// starts with her grant.
+	web.Close()
+	holder.stop()
+	eventually(t, 20*time.Second, "alice moved to node "+other.name, func() (bool, string) {
+		h := other.leases.Holders()["alice"]
+		return h == other.name, "held by " + h
+	})
+	eventually(t, 20*time.Second, "gh running for alice on node "+other.name, func() (bool, string) {
+		st, why := rowState(other.hub, "gh")
+		return st == rowRunning, st + ": " + why
+	})
+	if res := seatCall(t, other.hub, "alice", "whoami"); res.IsError || textOf(res) != "subject=u-alice-gh" {
+		t.Fatalf("alice's call on node %s after the move answered %q (error %v)", other.name, textOf(res), res.IsError)
+	}
+}
+
+// Issue 39, build 2: a seat's grant is renewed by the node acting for the
+// seat alone. Node a, which the seat left, keeps running, and its copy of
+// the grant comes due with b's: were both to renew it, the provider
+// (which rotates refresh tokens) would refuse one of them the token the
+// other spent, and the grant would end for the seat. b renews it twice,
+// a refusal is never seen, and alice's calls on b carry her token.
+func TestFleetRenewsAGrantOnlyWhereTheSeatIs(t *testing.T) {
+	prov, c := fleetGrantCompany(t)
+	env := map[string]string{"ADA_TOKEN": "ada-token-123456", "GH_CLIENT_SECRET": grantClientSecret}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ev := logEvents{ch: make(chan slog.Record, 4096)}
+	nodes := openFleetNodes(t, ctx, Options{Company: c, StartupWait: 10 * time.Second, Logger: slog.New(ev),
+		Env:   func(k string) (string, bool) { v, ok := env[k]; return v, ok },
+		Fleet: &Fleet{ManualSeats: true}}, func(*testNode) {})
+	a, b := nodes[0], nodes[1]
+	if err := a.hub.ClaimSeat(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	// Tokens live 3 s: each copy of the grant comes due every 2.4 s.
+	prov.SetLifetime(3 * time.Second)
+	grantThrough(t, ctx, prov, a)
+	if err := a.hub.ReleaseSeat(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.hub.ClaimSeat(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	b.hub.servers.awaitSeatStarted(ctx, "alice")
+	renewed := 0
+	deadline := time.After(20 * time.Second)
+	for renewed < 2 {
+		select {
+		case r := <-ev.ch:
+			attrs := map[string]bool{}
+			r.Attrs(func(at slog.Attr) bool { attrs[at.String()] = true; return true })
+			switch {
+			case r.Message == "oauth_refresh_refused":
+				t.Fatalf("a renewal was refused: %v", attrs)
+			case r.Message == "oauth_token_refreshed" && attrs["node=b"]:
+				renewed++
+			}
+		case <-deadline:
+			t.Fatalf("node b renewed alice's grant %d times in 20 s", renewed)
+		}
+	}
+	if res := seatCall(t, b.hub, "alice", "whoami"); res.IsError || textOf(res) != "subject=u-alice-gh" {
+		t.Fatalf("alice's call on node b answered %q (error %v)", textOf(res), res.IsError)
+	}
+}
+
+// fleetGrantCompany starts a provider with alice's account at it and an
+// auth: oauth server it protects, and a company whose seat alice runs a
+// child of that server.
+func fleetGrantCompany(t *testing.T) (*idp.Provider, *config.Company) {
+	t.Helper()
+	prov := idp.Start(t, "crewlet-upstream", idp.User{Subject: "u-alice-gh", Username: "alice-gh", Password: "pw-alice", Email: "alice@example.com"})
+	serverURL := prov.ProtectedServer(t, grantClientID)
+	c, err := config.Parse(fmt.Appendf(nil, `units:
+  - id: core
+    name: Core
+    roles:
+      - {name: Ada, handle: ada, kind: human, admin: true}
+      - {name: Alice, handle: alice, mcp_env: {gh: {}}}
+api: {auth: {tokens: [{id: laptop, token: "${ADA_TOKEN}", seat: ada}]}}
+mcp_servers:
+  - name: gh
+    shared: false
+    trust: auto
+    url: %q
+    auth: oauth
+    oauth: {client_id: %s, client_secret: "${GH_CLIENT_SECRET}", scopes: [openid, offline_access]}
+`, serverURL, grantClientID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prov, c
+}
+
+// grantThrough authorizes gh for alice through node n's screen, the node
+// holding her seat, and waits for her child there to answer as her.
+func grantThrough(t *testing.T, ctx context.Context, prov *idp.Provider, n *testNode) *httptest.Server {
+	t.Helper()
+	web := httptest.NewServer(n.hub.Handler())
+	t.Cleanup(web.Close)
+	prov.AddWebClient(grantClientID, grantClientSecret, web.URL+"/settings/mcp-tools/oauth/callback")
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	resp := signInAtProvider(t, browser, authorizeLink(t, browser, web.URL, "alice"), prov.Issuer, "alice-gh", "pw-alice")
+	body := readAll(t, resp)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Query().Get("granted") != "alice" {
+		t.Fatalf("the grant ended at %s (%s):\n%s", resp.Request.URL, resp.Status, body)
+	}
+	n.hub.servers.awaitSeatStarted(ctx, "alice")
+	if res := seatCall(t, n.hub, "alice", "whoami"); res.IsError || textOf(res) != "subject=u-alice-gh" {
+		t.Fatalf("alice's call on node %s answered %q (error %v)", n.name, textOf(res), res.IsError)
+	}
+	return web
+}
