@@ -191,3 +191,86 @@ func TestFleetServesASessionOnAnyNode(t *testing.T) {
 		}
 	}
 }
+
+// Issue 39, build 1: the log level a 2025 client sets travels with its
+// session. A node that takes the session up after the level was set
+// through another logs at it, and a level set through one node reaches
+// the copy another already holds: a server's log lines reach the client
+// from either node at the level it asked for, never below.
+func TestFleetSessionKeepsItsLogLevelOnEveryNode(t *testing.T) {
+	up := diffUpstream(t, false, make(chan string, 64))
+	doc := hubtest.NewCompany().Person("ada", true).Token("laptop", "ADA_TOKEN", "ada").
+		Server(fmt.Sprintf(`{name: a, url: %q, tool_prefix: a_}`, up))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second,
+		Env: func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" }}, func(*testNode) {})
+	sw := &nodeSwitch{stream: 1, down: map[int]bool{1: true}, served: map[int]int{}}
+	for _, n := range nodes {
+		srv := httptest.NewServer(n.hub.Handler())
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		sw.nodes = append(sw.nodes, u)
+		waitTool(t, &testHub{Hub: n.hub}, "a_log")
+	}
+	var mu sync.Mutex
+	var logs []string
+	cs, err := hubtest.DialClient(t, sw.nodes[0].String()+"/operator/mcp", &http.Client{Transport: hubtest.Bearer{Token: "ada-token-123456", Base: sw}},
+		"2025-11-25", &mcp.ClientOptions{LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, fmt.Sprintf("%s %v", req.Params.Level, req.Params.Data))
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cs.ID()
+	// Set through node a alone; then node b joins in.
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
+		t.Fatal(err)
+	}
+	sw.mu.Lock()
+	delete(sw.down, 1)
+	sw.mu.Unlock()
+	logged := func(want int) {
+		t.Helper()
+		eventually(t, 10*time.Second, fmt.Sprintf("%d log lines", want), func() (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(logs) >= want, fmt.Sprintf("%q", logs)
+		})
+	}
+	for i := range 2 {
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a_log", Arguments: map[string]any{}}); err != nil || res.IsError {
+			t.Fatalf("call %d: %v %s", i, err, resultJSON(t, res))
+		}
+		logged(i + 1)
+	}
+	if nodes[1].hub.operator.sessions.get(id) == nil {
+		t.Fatal("node b never served the session")
+	}
+
+	// Raised through one node, the level reaches the other's copy: no
+	// node sends a warning any more.
+	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "error"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		eventually(t, 10*time.Second, "node "+n.name+" logs at error", func() (bool, string) {
+			s := n.hub.operator.sessions.get(id)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.logLevel == "error", string(s.logLevel)
+		})
+	}
+	for i := range 2 {
+		if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "a_log", Arguments: map[string]any{}}); err != nil || res.IsError {
+			t.Fatalf("call %d at error: %v %s", i, err, resultJSON(t, res))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logs) != 2 || logs[0] != logs[1] || !strings.HasPrefix(logs[0], "warning ") {
+		t.Fatalf("the client got the log lines %q, want the server's warning once from each node and nothing at error", logs)
+	}
+}
