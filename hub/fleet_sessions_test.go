@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 a 2025 session's log level (logging, deprecated in 2026-07-28, SEP-2577) is what a test here follows across nodes.
+
 package hub
 
 import (
