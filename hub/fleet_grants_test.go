@@ -2,16 +2,20 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/hub/hubtest/idp"
+	"github.com/crewlet/hub/hub/screen"
+	"github.com/crewlet/hub/servers/state"
 )
 
 // Issue 39, build 2 (FLT-5): a seat's upstream OAuth grant made through
@@ -154,4 +158,96 @@ func grantThrough(t *testing.T, ctx context.Context, prov *idp.Provider, n *test
 		t.Fatalf("alice's call on node %s answered %q (error %v)", n.name, textOf(res), res.IsError)
 	}
 	return web
+}
+
+// Issue 39, build 2: behind a balancer, the person authorizing a seat is
+// sent back by the provider to whichever node the balancer picks. Here
+// the authorization begins on the node holding alice and the provider's
+// answer reaches the other: that node finds the authorization under way
+// (the fleet's), makes the grant, and tells the holder, whose child of gh
+// starts by itself and answers as alice.
+func TestFleetGrantAnsweredOnAnotherNode(t *testing.T) {
+	prov, c := fleetGrantCompany(t)
+	env := map[string]string{"ADA_TOKEN": "ada-token-123456", "GH_CLIENT_SECRET": grantClientSecret}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	js, err := state.OpenJetStream(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.Close() })
+	signIns, err := js.TTLBucket(ctx, "TEST_SCREEN_SESSIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := openFleetNodes(t, ctx, Options{Company: c, StartupWait: 10 * time.Second, ScreenSessions: bucketSessions{signIns},
+		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}, func(*testNode) {})
+	var holder, other *testNode
+	eventually(t, 10*time.Second, "alice placed", func() (bool, string) {
+		h := nodes[0].leases.Holders()["alice"]
+		for i, n := range nodes {
+			if n.name == h {
+				holder, other = n, nodes[1-i]
+			}
+		}
+		return holder != nil, fmt.Sprintf("holders %v", nodes[0].leases.Holders())
+	})
+	// The balancer: the provider's answer goes to the node not holding
+	// alice, everything else to her holder.
+	toHolder, toOther := holder.hub.Handler(), other.hub.Handler()
+	var answered atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/settings/mcp-tools/oauth/callback" {
+			answered.Add(1)
+			toOther.ServeHTTP(w, r)
+			return
+		}
+		toHolder.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	prov.AddWebClient(grantClientID, grantClientSecret, front.URL+"/settings/mcp-tools/oauth/callback")
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	resp := signInAtProvider(t, browser, authorizeLink(t, browser, front.URL, "alice"), prov.Issuer, "alice-gh", "pw-alice")
+	body := readAll(t, resp)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Query().Get("granted") != "alice" || answered.Load() == 0 {
+		t.Fatalf("the grant answered on node %s ended at %s (%s):\n%s", other.name, resp.Request.URL, resp.Status, body)
+	}
+	holder.hub.servers.awaitSeatStarted(ctx, "alice")
+	eventually(t, 10*time.Second, "gh running for alice on node "+holder.name, func() (bool, string) {
+		st, why := rowState(holder.hub, "gh")
+		return st == rowRunning, st + ": " + why
+	})
+	if res := seatCall(t, holder.hub, "alice", "whoami"); res.IsError || textOf(res) != "subject=u-alice-gh" {
+		t.Fatalf("alice's call on node %s answered %q (error %v)", holder.name, textOf(res), res.IsError)
+	}
+}
+
+// bucketSessions keeps the screen's sign-ins in a bucket every node
+// reads, as a fleet's nodes keep them (serve's screen sessions).
+type bucketSessions struct{ b *state.TTLBucket }
+
+func (s bucketSessions) Put(ctx context.Context, key string, value []byte, ttl time.Duration) error {
+	return s.b.Put(ctx, key, value, ttl)
+}
+
+func (s bucketSessions) Get(ctx context.Context, key string) ([]byte, error) {
+	e, err := s.b.Get(ctx, key)
+	if errors.Is(err, state.ErrNoKey) {
+		return nil, screen.ErrNoSession
+	}
+	return e.Value, err
+}
+
+func (s bucketSessions) Delete(ctx context.Context, key string) error {
+	e, err := s.b.Get(ctx, key)
+	if err == nil {
+		err = s.b.Delete(ctx, key, e.Revision)
+	}
+	if errors.Is(err, state.ErrNoKey) || errors.Is(err, state.ErrKeyMoved) {
+		return nil
+	}
+	return err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
+	"github.com/crewlet/hub/hub/grants"
 	"github.com/crewlet/hub/hub/oauth"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers"
@@ -40,6 +41,11 @@ type Hub struct {
 	seats    *seatGate
 	// fleet is this node's part in its fleet; nil alone.
 	fleet *fleetRun
+	// grantPending keeps the OAuth authorizations under way where every
+	// node of the fleet reads them, nil alone; grantNews stops hearing
+	// the other nodes' grant news (fleet_grants.go).
+	grantPending grants.PendingStore
+	grantNews    func()
 	// pins holds third-party tools no person approved (issue 28);
 	// pinsFollowed, set when a goroutine follows the log's decisions, is
 	// closed when it has returned.
@@ -114,6 +120,12 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		observe: opts.Observers.Servers, hops: opts.Observers.Hops, clean: h.clean, pins: h.pins, grants: minter,
 	})
 	h.router.seats = h.seatCatalogues
+	if minter != nil && opts.Fleet != nil {
+		if h.grantNews, err = h.hearGrants(); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("hub: hear the fleet's grant news: %w", err)
+		}
+	}
 	if opts.Pins != nil {
 		// Approving a held tool is a person's call on the operator
 		// surface (issue 28); with no log there is nothing to approve on.
@@ -421,6 +433,9 @@ func (h *Hub) Close() error {
 			h.operator.close()
 		}
 		if h.servers != nil {
+			if h.grantNews != nil {
+				h.grantNews()
+			}
 			if h.servers.grants != nil {
 				h.servers.grants.Close()
 			}

@@ -19,30 +19,6 @@ import (
 // itself; a refusal, or a refresh the authorization server refuses, holds
 // it back as failed (mcp_server_failed) until a person authorizes again.
 
-// grantsBucket holds a fleet's grants, sealed under its oauth_grants key.
-const grantsBucket = "CREWLET_OAUTH_GRANTS"
-
-// fleetGrants makes the fleet's grants bucket the grant store of a node
-// of a fleet (issue 39, build 2): a seat that moves to another node,
-// even off one killed, finds its grant there, where a node's own store
-// held it only for the node that made it. A node alone keeps its own.
-func (h *Hub) fleetGrants(ctx context.Context) error {
-	f := h.opts.Fleet
-	if f == nil || f.Keys == nil || f.Buckets == nil {
-		return nil
-	}
-	key, err := f.Keys.Key(ctx, keyOAuthGrants)
-	if err != nil {
-		return fmt.Errorf("hub: the fleet's key for OAuth grants: %w", err)
-	}
-	vault, err := f.Buckets.OpenSealedValues(ctx, grantsBucket, key)
-	if err != nil {
-		return fmt.Errorf("hub: the fleet's OAuth grants: %w", err)
-	}
-	h.opts.Grants = vault
-	return nil
-}
-
 // newGrants builds the minter over the hub's grant store, nil without one.
 func (h *Hub) newGrants() *grants.Minter {
 	if h.opts.Grants == nil {
@@ -50,6 +26,9 @@ func (h *Hub) newGrants() *grants.Minter {
 	}
 	o := grants.Options{Vault: h.opts.Grants, Logger: h.log.With("component", "oauth_grants"),
 		Changed: h.grantChanged, Held: h.redactAlso}
+	if h.grantPending != nil {
+		o.Pending = h.grantPending
+	}
 	if h.opts.Fleet != nil {
 		o.Acting = h.seats.acting
 	}
@@ -57,9 +36,16 @@ func (h *Hub) newGrants() *grants.Minter {
 }
 
 // grantChanged reconciles the seat whose grant arrived, was refused or
-// lapsed, from the revision in force.
-func (h *Hub) grantChanged(_, seat string) {
-	if h.life.Err() != nil {
+// lapsed here, from the revision in force, and tells the fleet's other
+// nodes (fleet_grants.go).
+func (h *Hub) grantChanged(server, seat string) {
+	h.tellGrant(server, seat)
+	h.reconcileGrantSeat(seat)
+}
+
+// reconcileGrantSeat reconciles a seat whose grant changed.
+func (h *Hub) reconcileGrantSeat(seat string) {
+	if h.life.Err() != nil || h.Company() == nil {
 		return
 	}
 	h.applyMu.Lock()

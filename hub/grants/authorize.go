@@ -3,11 +3,13 @@ package grants
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -16,16 +18,75 @@ import (
 )
 
 // pending is an authorization sent to the authorization server and not
-// back yet.
+// back yet, as its store keeps it.
 type pending struct {
-	server, seat string
-	// binding ties the answer to whoever started it (the screen's session
+	Server string `json:"server"`
+	Seat   string `json:"seat"`
+	// Binding ties the answer to whoever started it (the screen's session
 	// and browser): the screen checks it at the callback.
-	binding  string
-	verifier string
-	redirect string
-	rec      record // client and endpoints, no token yet
-	expires  time.Time
+	Binding  string    `json:"binding"`
+	Verifier string    `json:"verifier"`
+	Redirect string    `json:"redirect"`
+	Rec      record    `json:"record"` // client and endpoints, no token yet
+	Expires  time.Time `json:"expires"`
+}
+
+// PendingStore keeps the authorizations begun and not answered yet, by
+// their state. In a fleet it is every node's: the authorization server
+// sends the person back to whichever node the balancer picks.
+type PendingStore interface {
+	Put(ctx context.Context, state string, value []byte, ttl time.Duration) error
+	// Get answers the value and the revision to Take it at;
+	// ErrUnknownState when there is none.
+	Get(ctx context.Context, state string) (value []byte, rev uint64, err error)
+	// Take removes the value if it is still at rev; ErrUnknownState when
+	// it is gone (answered by another request, or expired).
+	Take(ctx context.Context, state string, rev uint64) error
+}
+
+// memoryPending keeps them in this process.
+type memoryPending struct {
+	mu sync.Mutex
+	m  map[string]memoryEntry
+}
+
+type memoryEntry struct {
+	value   []byte
+	rev     uint64
+	expires time.Time
+}
+
+func (p *memoryPending) Put(_ context.Context, state string, value []byte, ttl time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	for s, e := range p.m {
+		if now.After(e.expires) {
+			delete(p.m, s)
+		}
+	}
+	p.m[state] = memoryEntry{value: value, rev: p.m[state].rev + 1, expires: now.Add(ttl)}
+	return nil
+}
+
+func (p *memoryPending) Get(_ context.Context, state string) ([]byte, uint64, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.m[state]
+	if !ok || time.Now().After(e.expires) {
+		return nil, 0, ErrUnknownState
+	}
+	return e.value, e.rev, nil
+}
+
+func (p *memoryPending) Take(_ context.Context, state string, rev uint64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.m[state]; !ok || e.rev != rev {
+		return ErrUnknownState
+	}
+	delete(p.m, state)
+	return nil
 }
 
 // ErrUnknownState answers a callback that no authorization started here,
@@ -59,16 +120,14 @@ func (m *Minter) Begin(ctx context.Context, srv Server, seat, redirect, binding 
 	}
 	state := rand.Text()
 	verifier := oauth2.GenerateVerifier()
-	m.mu.Lock()
-	now := time.Now()
-	for s, p := range m.pending {
-		if now.After(p.expires) {
-			delete(m.pending, s)
-		}
+	b, err := json.Marshal(pending{Server: srv.Name, Seat: seat, Binding: binding, Verifier: verifier,
+		Redirect: redirect, Rec: rec, Expires: time.Now().Add(m.opts.PendingTTL)})
+	if err != nil {
+		return "", err
 	}
-	m.pending[state] = &pending{server: srv.Name, seat: seat, binding: binding, verifier: verifier,
-		redirect: redirect, rec: rec, expires: now.Add(m.opts.PendingTTL)}
-	m.mu.Unlock()
+	if err := m.opts.Pending.Put(ctx, state, b, m.opts.PendingTTL); err != nil {
+		return "", fmt.Errorf("the authorization could not be recorded: %w", err)
+	}
 	// The resource indicator (RFC 8707) asks for a token for this server
 	// alone, as the MCP authorization spec has clients do.
 	return cfg.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", srv.URL)), nil
@@ -88,62 +147,70 @@ type Answer struct {
 // PKCE verifier) for the seat's token, sealed, and the hub told. It answers
 // which server and seat the answer was for.
 func (m *Minter) Complete(ctx context.Context, a Answer, check func(binding string) error) (server, seat string, err error) {
-	m.mu.Lock()
-	p := m.pending[a.State]
-	if p != nil && check(p.binding) == nil {
-		// Single use: a replayed answer finds nothing.
-		delete(m.pending, a.State)
-	}
-	m.mu.Unlock()
-	if p == nil || time.Now().After(p.expires) {
+	raw, rev, err := m.opts.Pending.Get(ctx, a.State)
+	if errors.Is(err, ErrUnknownState) {
 		return "", "", ErrUnknownState
 	}
-	if err := check(p.binding); err != nil {
-		return p.server, p.seat, err
+	if err != nil {
+		return "", "", fmt.Errorf("the authorization could not be read back: %w", err)
+	}
+	var p pending
+	if json.Unmarshal(raw, &p) != nil || time.Now().After(p.Expires) {
+		return "", "", ErrUnknownState
+	}
+	// Checked before it is taken: an answer brought back by another
+	// browser uses nothing up.
+	if err := check(p.Binding); err != nil {
+		return p.Server, p.Seat, err
+	}
+	// Single use: a replayed answer, or the same one on another node at
+	// once, finds nothing.
+	if err := m.opts.Pending.Take(ctx, a.State, rev); err != nil {
+		return "", "", ErrUnknownState
 	}
 	if a.Error != "" {
 		why := fmt.Sprintf("MCP server %q: the authorization for seat %s was refused at the authorization server (%s); a person must authorize it again from the server's page on Settings › MCP Tools.",
-			p.server, p.seat, bounded(a.Error, a.Description))
-		m.opts.Logger.Error("oauth_grant_refused", "server", p.server, "seat", p.seat, "reason", why)
-		m.refuse(p.server, p.seat, why)
-		return p.server, p.seat, errors.New(why)
+			p.Server, p.Seat, bounded(a.Error, a.Description))
+		m.opts.Logger.Error("oauth_grant_refused", "server", p.Server, "seat", p.Seat, "reason", why)
+		m.refuse(p.Server, p.Seat, why)
+		return p.Server, p.Seat, errors.New(why)
 	}
-	cfg := p.rec.config()
-	cfg.RedirectURL = p.redirect
-	if p.rec.ClientSecret == "" {
+	cfg := p.Rec.config()
+	cfg.RedirectURL = p.Redirect
+	if p.Rec.ClientSecret == "" {
 		cfg.Endpoint.AuthStyle = oauth2.AuthStyleInParams
 	}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, m.opts.HTTPClient)
-	tok, err := cfg.Exchange(ctx, a.Code, oauth2.VerifierOption(p.verifier))
+	tok, err := cfg.Exchange(ctx, a.Code, oauth2.VerifierOption(p.Verifier))
 	if err != nil {
 		var re *oauth2.RetrieveError
 		if !errors.As(err, &re) {
-			return p.server, p.seat, fmt.Errorf("the authorization server could not be reached to finish the grant: %w", err)
+			return p.Server, p.Seat, fmt.Errorf("the authorization server could not be reached to finish the grant: %w", err)
 		}
-		why := fmt.Sprintf("MCP server %q: the authorization server refused the code for seat %s (%s); a person must authorize it again.", p.server, p.seat, describe(re))
-		m.opts.Logger.Error("oauth_grant_refused", "server", p.server, "seat", p.seat, "reason", why)
-		m.refuse(p.server, p.seat, why)
-		return p.server, p.seat, errors.New(why)
+		why := fmt.Sprintf("MCP server %q: the authorization server refused the code for seat %s (%s); a person must authorize it again.", p.Server, p.Seat, describe(re))
+		m.opts.Logger.Error("oauth_grant_refused", "server", p.Server, "seat", p.Seat, "reason", why)
+		m.refuse(p.Server, p.Seat, why)
+		return p.Server, p.Seat, errors.New(why)
 	}
 	m.opts.Held(tok.AccessToken, tok.RefreshToken)
-	rec := p.rec
+	rec := p.Rec
 	rec.AccessToken, rec.RefreshToken, rec.TokenType, rec.Expiry, rec.Issued = tok.AccessToken, tok.RefreshToken, tok.TokenType, tok.Expiry, time.Now()
-	if err := m.seal(p.server, p.seat, rec); err != nil {
-		return p.server, p.seat, fmt.Errorf("the grant could not be sealed: %w", err)
+	if err := m.seal(p.Server, p.Seat, rec); err != nil {
+		return p.Server, p.Seat, fmt.Errorf("the grant could not be sealed: %w", err)
 	}
-	k := key(p.server, p.seat)
+	k := key(p.Server, p.Seat)
 	m.mu.Lock()
 	if old := m.live[k]; old != nil && old.timer != nil {
 		old.timer.Stop()
 	}
-	g := &seatGrant{server: p.server, seat: p.seat, rec: rec}
+	g := &seatGrant{server: p.Server, seat: p.Seat, rec: rec}
 	m.live[k] = g
 	delete(m.refused, k)
 	m.scheduleLocked(g)
 	m.mu.Unlock()
-	m.opts.Logger.Info("oauth_grant_received", "server", p.server, "seat", p.seat)
-	m.opts.Changed(p.server, p.seat)
-	return p.server, p.seat, nil
+	m.opts.Logger.Info("oauth_grant_received", "server", p.Server, "seat", p.Seat)
+	m.opts.Changed(p.Server, p.Seat)
+	return p.Server, p.Seat, nil
 }
 
 func bounded(code, desc string) string {

@@ -105,6 +105,9 @@ type Options struct {
 	// PendingTTL bounds how long an authorization may take; 10 minutes if
 	// zero.
 	PendingTTL time.Duration
+	// Pending keeps the authorizations under way; nil keeps them in this
+	// process.
+	Pending PendingStore
 	// Acting, if set, says whether this node acts for a seat now. In a
 	// fleet the vault is every node's, and only the node running the seat
 	// renews its grant: a node the seat has left lets its copy go rather
@@ -124,7 +127,6 @@ type Minter struct {
 	live map[string]*seatGrant
 	// refused holds why a seat's grant was refused, by key.
 	refused map[string]string
-	pending map[string]*pending
 	// clients holds the clients registered by DCR, by server and redirect.
 	clients map[string]registered
 	closed  bool
@@ -155,8 +157,11 @@ func New(o Options) *Minter {
 	if o.PendingTTL <= 0 {
 		o.PendingTTL = 10 * time.Minute
 	}
+	if o.Pending == nil {
+		o.Pending = &memoryPending{m: map[string]memoryEntry{}}
+	}
 	return &Minter{opts: o, live: map[string]*seatGrant{}, refused: map[string]string{},
-		pending: map[string]*pending{}, clients: map[string]registered{}}
+		clients: map[string]registered{}}
 }
 
 func key(server, seat string) string { return server + "\x00" + seat }
@@ -347,6 +352,24 @@ func (m *Minter) seal(server, seat string, rec record) error {
 		return err
 	}
 	return m.opts.Vault.Set(vaultName(server, seat), string(b))
+}
+
+// Heard takes a change of a seat's grant made on another node of a fleet:
+// a grant made or renewed there is read from the vault again when next
+// needed, and a refusal (refused: why) stands here as it does there.
+func (m *Minter) Heard(server, seat, refused string) {
+	k := key(server, seat)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.live[k]; g != nil && g.timer != nil {
+		g.timer.Stop()
+	}
+	delete(m.live, k)
+	if refused != "" {
+		m.refused[k] = refused
+	} else {
+		delete(m.refused, k)
+	}
 }
 
 // refuse ends a seat's grant with why, and tells the hub.
