@@ -271,8 +271,36 @@ func TestFleetSessionKeepsItsLogLevelOnEveryNode(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	defer mu.Unlock()
 	if len(logs) != 2 || logs[0] != logs[1] || !strings.HasPrefix(logs[0], "warning ") {
 		t.Fatalf("the client got the log lines %q, want the server's warning once from each node and nothing at error", logs)
+	}
+	mu.Unlock()
+
+	// The client ends the session through one node: it ends on both, and
+	// neither takes it up again.
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		eventually(t, 10*time.Second, "node "+n.name+" closed the session", func() (bool, string) {
+			return n.hub.operator.sessions.get(id) == nil, "still held"
+		})
+		req, _ := http.NewRequest(http.MethodPost, sw.nodes[0].String()+"/operator/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.URL.Host = map[string]string{"a": sw.nodes[0].Host, "b": sw.nodes[1].Host}[n.name]
+		req.Header.Set("Authorization", "Bearer ada-token-123456")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Mcp-Session-Id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "This session has ended") {
+			t.Fatalf("node %s answered the ended session %s %s", n.name, resp.Status, body)
+		}
 	}
 }
