@@ -304,3 +304,78 @@ func TestFleetSessionKeepsItsLogLevelOnEveryNode(t *testing.T) {
 		}
 	}
 }
+
+// Issue 39, build 1: a server's request to a 2025 client in the middle
+// of a call (sampling, elicitation, roots) goes out from the node serving
+// the call, and the client's answer, which the balancer gives the other
+// node, is sent on to the node that asked: every call ends with the
+// client's answer, its capabilities read from the session's record.
+func TestFleetAnswersAServersRequestOnAnotherNode(t *testing.T) {
+	up := diffUpstream(t, false, make(chan string, 64))
+	doc := hubtest.NewCompany().Person("ada", true).Token("laptop", "ADA_TOKEN", "ada").
+		Server(fmt.Sprintf(`{name: a, url: %q, tool_prefix: a_}`, up))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second,
+		Env: func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" }}, func(*testNode) {})
+	sw := &nodeSwitch{stream: 1, down: map[int]bool{}, served: map[int]int{}}
+	for _, n := range nodes {
+		srv := httptest.NewServer(n.hub.Handler())
+		t.Cleanup(srv.Close)
+		u, _ := url.Parse(srv.URL)
+		sw.nodes = append(sw.nodes, u)
+		waitTool(t, &testHub{Hub: n.hub}, "a_sample", "a_elicit", "a_roots")
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "asked", Version: "0"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Model: "m-" + fmt.Sprint(len(req.Params.Messages)), Role: "assistant", Content: &mcp.TextContent{Text: "ok"}}, nil
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}, nil
+		},
+	})
+	client.AddRoots(&mcp.Root{URI: "file:///srv/alpha", Name: "alpha"})
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: sw.nodes[0].String() + "/operator/mcp",
+		HTTPClient: &http.Client{Transport: hubtest.Bearer{Token: "ada-token-123456", Base: sw}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	// The client's initialized notification reached node b alone; node a,
+	// which opened the session, learns of it from the fleet.
+	for _, n := range nodes {
+		eventually(t, 10*time.Second, "node "+n.name+" knows the session initialized", func() (bool, string) {
+			s := n.hub.operator.sessions.get(cs.ID())
+			if s == nil {
+				return false, "not held"
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.initialized, "not yet"
+		})
+	}
+	for _, c := range []struct{ tool, want string }{
+		{"a_sample", "sampled: m-1"}, {"a_elicit", `elicited: accept {"name":"Ada"}`}, {"a_roots", "file:///srv/alpha"},
+		{"a_sample", "sampled: m-1"}, {"a_elicit", `elicited: accept {"name":"Ada"}`}, {"a_roots", "file:///srv/alpha"},
+	} {
+		sw.mu.Lock()
+		first := len(sw.posts)
+		sw.mu.Unlock()
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{}})
+		ccancel()
+		if err != nil || res.IsError || !strings.Contains(hubtest.Text(res), c.want) {
+			sw.mu.Lock()
+			t.Logf("posts %v", sw.posts[first:])
+			sw.mu.Unlock()
+			t.Fatalf("%s answered %v %s, want %q", c.tool, err, resultJSON(t, res), c.want)
+		}
+		sw.mu.Lock()
+		posts := sw.posts[first:]
+		sw.mu.Unlock()
+		if len(posts) != 2 || posts[0] == posts[1] {
+			t.Fatalf("%s: the call and the client's answer went to nodes %v, want one to each", c.tool, posts)
+		}
+	}
+}

@@ -100,7 +100,7 @@ func New(ctx context.Context, opts Options) (*Hub, error) {
 		changes: newChangeFeed(), sessionKey: sessionKey,
 	})
 	if opts.Fleet != nil && opts.Fleet.Buckets != nil {
-		fs, err := openFleetSessions(ctx, opts.Fleet.Buckets, h.operator.sessions, h.log)
+		fs, err := openFleetSessions(ctx, opts.Fleet, h.operator.sessions, h.log)
 		if err != nil {
 			h.Close()
 			return nil, fmt.Errorf("hub: the fleet's operator sessions: %w", err)

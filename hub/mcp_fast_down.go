@@ -226,6 +226,10 @@ func (d *fastDown) ask(method string, params, result any) error {
 	s.mu.Lock()
 	s.next++
 	id := strconv.Quote(askPrefix + strconv.Itoa(s.next))
+	if fs := d.f.sessions.fleet; fs != nil {
+		// Named for this node: the client's answer may reach another.
+		id = strconv.Quote(fs.askID(s.next))
+	}
 	if s.asked == nil {
 		s.asked = map[string]chan json.RawMessage{}
 	}
@@ -298,6 +302,10 @@ func (f *operator) answered(w http.ResponseWriter, s *opSession, body []byte) bo
 	ch, ok := s.asked[string(id)]
 	s.mu.Unlock()
 	if !ok {
+		if f.sessions.fleet != nil && f.sessions.fleet.forward(s, id, body) {
+			w.WriteHeader(http.StatusAccepted)
+			return true
+		}
 		return false
 	}
 	select {

@@ -266,12 +266,17 @@ func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(h
 func (f *operator) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
-		if err != nil {
-			return res, err
-		}
 		ss, ok := req.GetSession().(*mcp.ServerSession)
 		if !ok || ss.ID() == "" {
 			return res, err
+		}
+		if err != nil {
+			// A session this node took up from the fleet was connected
+			// initialized, so the SDK calls the client's notification a
+			// duplicate: it is the first this node has seen.
+			if s := f.sessions.get(ss.ID()); method != "notifications/initialized" || s == nil || s.serve == nil {
+				return res, err
+			}
 		}
 		switch method {
 		case "initialize":
@@ -290,7 +295,13 @@ func (f *operator) sessionMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if s := f.sessions.get(ss.ID()); s != nil {
 				s.mu.Lock()
 				s.initialized = true
+				s.rec.Initialized = true
 				s.mu.Unlock()
+				if f.sessions.fleet != nil {
+					// The node that opened it learns it too, and
+					// answers the session's calls on its fast path.
+					f.sessions.fleet.put(ctx, s)
+				}
 			}
 		case "logging/setLevel":
 			if s := f.sessions.get(ss.ID()); s != nil {

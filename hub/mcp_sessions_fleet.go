@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +41,13 @@ import (
 // session to its own SDK server from the record, and serves it from then
 // on as its own: its event stream gets the catalogue changes the node
 // pushes, and each call's notes go on that call's own stream.
+//
+// A server's request to the client in the middle of a call (sampling,
+// elicitation, roots) goes out on the call's stream, from the node serving
+// the call, and the client answers in a POST of its own that a balancer
+// may give any node. The request's id names the node that asked
+// (askPrefix + node + "." + n), and a node given an answer to another's
+// request sends it there over the fleet's bus.
 //
 // Every node follows the bucket: a log level set through one node reaches
 // the copies the others hold, and a session ended by its client's DELETE
@@ -86,6 +95,9 @@ type sessionRecord struct {
 	Caps     *mcp.ClientCapabilities `json:"capabilities,omitempty"`
 	Client   *mcp.Implementation     `json:"client,omitempty"`
 	Level    mcp.LoggingLevel        `json:"log_level,omitempty"`
+	// Initialized says the client's initialized notification has reached
+	// a node: the node that opened the session may not have seen it.
+	Initialized bool `json:"initialized,omitempty"`
 }
 
 // fleetSessions is a node's part in the fleet's sessions bucket: it
@@ -98,12 +110,21 @@ type fleetSessions struct {
 	log  *slog.Logger
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+	// node names this node; bus carries the answers to requests of the
+	// client a node did not ask, to the node that did, until unsub.
+	node  string
+	bus   Bus
+	unsub func()
 }
 
 // openFleetSessions opens the bucket and follows it for the sessions t
 // holds.
-func openFleetSessions(ctx context.Context, buckets FleetBuckets, t *sessionTable, log *slog.Logger) (*fleetSessions, error) {
-	b, err := buckets.TTLBucket(ctx, sessionsBucket)
+func openFleetSessions(ctx context.Context, f *Fleet, t *sessionTable, log *slog.Logger) (*fleetSessions, error) {
+	b, err := f.Buckets.TTLBucket(ctx, sessionsBucket)
+	if err != nil {
+		return nil, err
+	}
+	unsub, err := f.Bus.Subscribe(answerSubject+f.Node, func(data []byte) { deliverAnswer(t, data) })
 	if err != nil {
 		return nil, err
 	}
@@ -111,9 +132,10 @@ func openFleetSessions(ctx context.Context, buckets FleetBuckets, t *sessionTabl
 	w, err := b.Watch(wctx, ">")
 	if err != nil {
 		stop()
+		unsub()
 		return nil, err
 	}
-	fs := &fleetSessions{b: b, ttl: t.idle, log: log, stop: stop}
+	fs := &fleetSessions{b: b, ttl: t.idle, log: log, stop: stop, node: f.Node, bus: f.Bus, unsub: unsub}
 	fs.wg.Add(1)
 	go func() {
 		defer fs.wg.Done()
@@ -146,6 +168,7 @@ func (fs *fleetSessions) follow(ctx context.Context, w *state.TTLWatch, t *sessi
 		}
 		s.mu.Lock()
 		s.logLevel = rec.Level
+		s.initialized = s.initialized || rec.Initialized
 		s.rec = rec
 		s.mu.Unlock()
 	}
@@ -155,8 +178,70 @@ func (fs *fleetSessions) close() {
 	if fs == nil {
 		return
 	}
+	fs.unsub()
 	fs.stop()
 	fs.wg.Wait()
+}
+
+// answerSubject prefixes the answers sent to a node: answerSubject + node.
+const answerSubject = "crewlet.session.answer."
+
+// sessionAnswer is a client's answer to a request another node asked.
+type sessionAnswer struct {
+	Session string          `json:"session"`
+	ID      string          `json:"id"`
+	Body    json.RawMessage `json:"body"`
+}
+
+// askID is the id of the n-th request this node asks a client.
+func (fs *fleetSessions) askID(n int) string {
+	return askPrefix + fs.node + "." + strconv.Itoa(n)
+}
+
+// forward sends a client's answer (body) to a request asked by another
+// node (id, JSON as the client wrote it) to that node; false if the id
+// names no other node.
+func (fs *fleetSessions) forward(s *opSession, id, body []byte) bool {
+	var text string
+	if json.Unmarshal(id, &text) != nil {
+		return false
+	}
+	rest, ok := strings.CutPrefix(text, askPrefix)
+	i := strings.LastIndexByte(rest, '.')
+	if !ok || i <= 0 || rest[:i] == fs.node {
+		return false
+	}
+	b, err := json.Marshal(sessionAnswer{Session: s.id, ID: string(id), Body: body})
+	if err == nil {
+		err = fs.bus.Publish(answerSubject+rest[:i], b)
+	}
+	if err != nil {
+		fs.log.Warn("operator_answer_unforwarded", "node", rest[:i], "error", err.Error())
+	}
+	return true
+}
+
+// deliverAnswer hands an answer another node was given to the request of
+// this node's that it answers, if it still waits.
+func deliverAnswer(t *sessionTable, data []byte) {
+	var a sessionAnswer
+	if json.Unmarshal(data, &a) != nil {
+		return
+	}
+	s := t.get(a.Session)
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	ch, ok := s.asked[a.ID]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case ch <- a.Body:
+	default:
+	}
 }
 
 // put writes s's record, marking when, so the next POST knows when to
