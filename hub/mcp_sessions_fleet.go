@@ -52,8 +52,9 @@ import (
 // Every node follows the bucket: a log level set through one node reaches
 // the copies the others hold, and a session ended by its client's DELETE
 // on one node is closed on all. A record lives as long as the session's
-// idle timeout, renewed by each node that serves the session every quarter
-// of it, so a session in use never loses it.
+// idle timeout and a quarter, renewed by each node that serves the
+// session once a quarter of the idle timeout has passed since it last
+// wrote it, so a session in use never loses it.
 
 // sessionsBucket records the fleet's 2025 operator sessions.
 const sessionsBucket = "CREWLET_OPERATOR_SESSIONS"
@@ -135,7 +136,10 @@ func openFleetSessions(ctx context.Context, f *Fleet, t *sessionTable, log *slog
 		unsub()
 		return nil, err
 	}
-	fs := &fleetSessions{b: b, ttl: t.idle, log: log, stop: stop, node: f.Node, bus: f.Bus, unsub: unsub}
+	// A copy of the session lives until idle after its last POST, which
+	// came at most a quarter of idle after its node last wrote the record
+	// (renew): the record outlives every copy in use.
+	fs := &fleetSessions{b: b, ttl: t.idle + t.idle/4, log: log, stop: stop, node: f.Node, bus: f.Bus, unsub: unsub}
 	fs.wg.Add(1)
 	go func() {
 		defer fs.wg.Done()
@@ -267,11 +271,11 @@ func (fs *fleetSessions) put(ctx context.Context, s *opSession) {
 	s.mu.Unlock()
 }
 
-// renew writes s's record again when a quarter of its life has passed
-// since this node last wrote it.
+// renew writes s's record again once a quarter of the idle timeout (a
+// fifth of the record's life) has passed since this node last wrote it.
 func (fs *fleetSessions) renew(ctx context.Context, s *opSession) {
 	s.mu.Lock()
-	due := time.Since(s.stored) > fs.ttl/4
+	due := time.Since(s.stored) > fs.ttl/5
 	s.mu.Unlock()
 	if due {
 		fs.put(ctx, s)
