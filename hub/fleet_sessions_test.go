@@ -84,11 +84,11 @@ func (s *nodeSwitch) markDown(n int) {
 // issue, or one altered, is refused in words.
 func TestFleetServesASessionOnAnyNode(t *testing.T) {
 	more := hubtest.Upstream(t, &mcp.Tool{Name: "extra"})
-	doc := hubtest.NewCompany().Person("ada", true).Token("laptop", "ADA_TOKEN", "ada")
+	doc, env := twoPeople()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second,
-		Env:        func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" },
+		Env:        env,
 		FirstParty: []FirstParty{{Name: "echo", New: func(tr servers.Trust, _ Deps) *mcp.Server { return hubtest.EchoServer(tr) }}},
 	}, func(*testNode) {})
 	var servers []*httptest.Server
@@ -174,23 +174,16 @@ func TestFleetServesASessionOnAnyNode(t *testing.T) {
 		swap = "B"
 	}
 	altered := id[:10] + swap + id[11:]
+	const echo = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
 	for _, bad := range []string{"made-up-session", altered} {
-		req, _ := http.NewRequest(http.MethodPost, servers[1].URL+"/operator/mcp",
-			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`))
-		req.Header.Set("Authorization", "Bearer ada-token-123456")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		req.Header.Set("Mcp-Session-Id", bad)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		if status, body := sessionPOST(t, servers[1].URL, "ada-token-123456", bad, echo); status != http.StatusNotFound || !strings.Contains(body, "not issued by this hub") {
+			t.Fatalf("session id %q: %d %s", bad, status, body)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "not issued by this hub") {
-			t.Fatalf("session id %q: %s %s", bad, resp.Status, body)
-		}
+	}
+	// The real id with another seat's credential is refused too, as the
+	// SDK refuses it on the node that opened the session.
+	if status, body := sessionPOST(t, servers[1].URL, "bob-token-654321", id, echo); status != http.StatusForbidden || !strings.Contains(body, "credential of another seat") {
+		t.Fatalf("bob's request of ada's session on node b: %d %s", status, body)
 	}
 }
 
@@ -201,12 +194,11 @@ func TestFleetServesASessionOnAnyNode(t *testing.T) {
 // from either node at the level it asked for, never below.
 func TestFleetSessionKeepsItsLogLevelOnEveryNode(t *testing.T) {
 	up := diffUpstream(t, false, make(chan string, 64))
-	doc := hubtest.NewCompany().Person("ada", true).Token("laptop", "ADA_TOKEN", "ada").
-		Server(fmt.Sprintf(`{name: a, url: %q, tool_prefix: a_}`, up))
+	doc, env := twoPeople()
+	doc.Server(fmt.Sprintf(`{name: a, url: %q, tool_prefix: a_}`, up))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second,
-		Env: func(k string) (string, bool) { return "ada-token-123456", k == "ADA_TOKEN" }}, func(*testNode) {})
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env}, func(*testNode) {})
 	sw := &nodeSwitch{stream: 1, down: map[int]bool{1: true}, served: map[int]int{}}
 	for _, n := range nodes {
 		srv := httptest.NewServer(n.hub.Handler())
@@ -230,6 +222,14 @@ func TestFleetSessionKeepsItsLogLevelOnEveryNode(t *testing.T) {
 	// Set through node a alone; then node b joins in.
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
 		t.Fatal(err)
+	}
+	// Node b, which has not seen the session, does not take it up for
+	// another seat's credential.
+	if status, body := sessionPOST(t, sw.nodes[1].String(), "bob-token-654321", id, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); status != http.StatusForbidden || !strings.Contains(body, "credential of another seat") {
+		t.Fatalf("bob's request of ada's session on node b: %d %s", status, body)
+	}
+	if nodes[1].hub.operator.sessions.get(id) != nil {
+		t.Fatal("node b took the session up for bob")
 	}
 	sw.mu.Lock()
 	delete(sw.down, 1)
@@ -285,22 +285,9 @@ func TestFleetSessionKeepsItsLogLevelOnEveryNode(t *testing.T) {
 		eventually(t, 10*time.Second, "node "+n.name+" closed the session", func() (bool, string) {
 			return n.hub.operator.sessions.get(id) == nil, "still held"
 		})
-		req, _ := http.NewRequest(http.MethodPost, sw.nodes[0].String()+"/operator/mcp",
-			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
-		req.URL.Host = map[string]string{"a": sw.nodes[0].Host, "b": sw.nodes[1].Host}[n.name]
-		req.Header.Set("Authorization", "Bearer ada-token-123456")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		req.Header.Set("Mcp-Session-Id", id)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "This session has ended") {
-			t.Fatalf("node %s answered the ended session %s %s", n.name, resp.Status, body)
+		base := map[string]string{"a": sw.nodes[0].String(), "b": sw.nodes[1].String()}[n.name]
+		if status, body := sessionPOST(t, base, "ada-token-123456", id, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); status != http.StatusNotFound || !strings.Contains(body, "This session has ended") {
+			t.Fatalf("node %s answered the ended session %d %s", n.name, status, body)
 		}
 	}
 }
@@ -378,4 +365,32 @@ func TestFleetAnswersAServersRequestOnAnotherNode(t *testing.T) {
 			t.Fatalf("%s: the call and the client's answer went to nodes %v, want one to each", c.tool, posts)
 		}
 	}
+}
+
+// sessionPOST sends one 2025 request of session id to a node with token,
+// and answers its status and body.
+func sessionPOST(t *testing.T, base, token, id, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/operator/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Mcp-Session-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// twoPeople is a company of ada and bob, each with a credential bound to
+// them, and the environment holding both.
+func twoPeople() (*hubtest.Company, func(string) (string, bool)) {
+	doc := hubtest.NewCompany().Person("ada", true).Token("laptop", "ADA_TOKEN", "ada").
+		Person("bob", false).Token("bobs", "BOB_TOKEN", "bob")
+	env := map[string]string{"ADA_TOKEN": "ada-token-123456", "BOB_TOKEN": "bob-token-654321"}
+	return doc, func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 }
