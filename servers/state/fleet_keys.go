@@ -16,8 +16,8 @@ import (
 
 // FleetKeys are the secrets every node of a fleet signs and seals with —
 // the 2025 operator session ids, the 2026-07-28 input rounds' requestState,
-// the screen's CSRF tokens, the seats' upstream OAuth grants — so that
-// what one node signed or sealed another opens. Each is drawn once, by
+// the seats' upstream OAuth grants — so that what one node signed or
+// sealed another opens. Each is drawn once, by
 // whichever node asks for it first, and kept in a durable key-value bucket
 // beside the log (on disk, replicated as the log is), sealed with
 // AES-256-GCM under a key derived from the fleet's route secret: a copy of
