@@ -62,6 +62,10 @@ const (
 	DefaultDiskMB     = 2048
 	DefaultOutputMB   = 64
 	DefaultPark       = 24 * time.Hour
+	// MinPark is the shortest park the check lets through: a question
+	// needs a person to read it and answer, and a shorter wait is a
+	// unit mistaken (park: 30 for 30m) rather than a wish.
+	MinPark = 10 * time.Second
 )
 
 // WithDefaults is l with every zero field set to its default.
@@ -142,8 +146,8 @@ func (c Config) Validate() []string {
 	if l.Wall < 0 || (l.Wall > 0 && l.Wall < time.Second) {
 		add("sandbox.limits.wall: %s is shorter than a second; give a duration such as 30m", l.Wall)
 	}
-	if l.Park < 0 || (l.Park > 0 && l.Park < time.Minute) {
-		add("sandbox.limits.park: %s is shorter than a minute; give a duration such as 24h", l.Park)
+	if l.Park < 0 || (l.Park > 0 && l.Park < MinPark) {
+		add("sandbox.limits.park: %s is shorter than %s, too short for a person to read the run's question and answer it; give a duration such as 24h", l.Park, MinPark)
 	}
 	for _, n := range []struct {
 		key string
