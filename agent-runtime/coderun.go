@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -167,47 +166,6 @@ func agentName(a sandbox.AgentSpec) string {
 		return "builtin"
 	}
 	return a.CLI
-}
-
-// runCLI hands the run's task to the coding CLI the sandbox block names,
-// in the same box, on the seat's own model reached through the box's
-// model gateway (the provider's key never enters the box): its JSON
-// event stream is the transcript and its last message the report. A CLI
-// run does not park: it asks nobody.
-func (r *Runtime) runCLI(ctx context.Context, cr *codeRun) RunResult {
-	t := cr.t
-	spec := t.spec.Model
-	out := RunResult{Run: cr.id}
-	if spec.API != "openai" {
-		out.Outcome = RunFailed
-		out.Report = fmt.Sprintf("The coding CLI %s speaks the chat-completions API, and @%s's model is on the %s API; set a model on an openai provider for the seat, or agent: builtin.",
-			cr.box.Config().Agent.CLI, t.rec.Seat, spec.API)
-		r.endRun(ctx, cr, out.Outcome, out.Report)
-		return out
-	}
-	res, err := cr.box.RunCLI(ctx, sandbox.CLITask{Prompt: cr.task, Model: spec.Model,
-		Provider: sandbox.Provider{BaseURL: spec.BaseURL, Header: http.Header{"Authorization": {"Bearer " + spec.APIKey}}}})
-	switch {
-	case ctx.Err() != nil:
-		t.log.Info("run_cut", "run", cr.id, "reason", "its turn was cut or the node is stopping")
-		cr.closeBox()
-		return RunResult{Run: cr.id, Outcome: RunUnknown, Report: "The run was cut: its turn was cut or the node is stopping."}
-	case err != nil:
-		out.Outcome, out.Report = RunFailed, "The coding CLI could not run: "+err.Error()
-	case res.Exit != 0:
-		out.Outcome = RunFailed
-		out.Report = fmt.Sprintf("The coding CLI ended with exit status %d. %s\n%s", res.Exit, res.Why, res.Report)
-		if res.Stderr != "" {
-			out.Report += "\nIts error stream ends:\n" + res.Stderr
-		}
-	default:
-		out.Outcome, out.Report = RunDone, res.Report
-	}
-	if refs, err := cr.box.Commits(context.WithoutCancel(ctx)); err == nil {
-		out.Refs, out.RefsLeftOut = refs.Refs, refs.LeftOut
-	}
-	r.endRun(ctx, cr, out.Outcome, out.Report)
-	return out
 }
 
 // drive works the run's conversation until the agent finishes, asks a

@@ -29,6 +29,12 @@ func isCodingAgent(c modeltest.Conversation) bool {
 // under boxes and parked runs waiting park.
 func runHarness(t *testing.T, script modeltest.Script, park time.Duration, opts ...func(*Options)) (h *harness, boxes string) {
 	t.Helper()
+	return runHarnessWith(t, script, sandbox.Config{Limits: sandbox.Limits{Park: park, Wall: time.Minute}}, opts...)
+}
+
+// runHarnessWith is runHarness with the company's sandbox block cfg.
+func runHarnessWith(t *testing.T, script modeltest.Script, cfg sandbox.Config, opts ...func(*Options)) (h *harness, boxes string) {
+	t.Helper()
 	if _, err := sandbox.Find(); err != nil {
 		t.Fatalf("coding runs need bubblewrap: %v", err)
 	}
@@ -36,7 +42,7 @@ func runHarness(t *testing.T, script modeltest.Script, park time.Duration, opts 
 	var rt *Runtime
 	h = newHarness(t, script, nil, func(o *Options) {
 		sb := &Sandbox{Dir: boxes,
-			Config: func() sandbox.Config { return sandbox.Config{Limits: sandbox.Limits{Park: park, Wall: time.Minute}} },
+			Config: func() sandbox.Config { return cfg },
 			Env:    func() []string { return sandbox.Env(os.Environ(), nil) }}
 		surf := builtinSurfaceOf(t, BuiltinDeps{Directory: o.Directory, Store: o.Store, Sandbox: sb, Runtime: func() *Runtime { return rt }})
 		surf.add(commentTool, `{"outcome":"applied"}`)

@@ -67,6 +67,7 @@ func modelFailure(ctx context.Context, spec ModelSpec, timeout time.Duration, er
 	fix := fmt.Sprintf("Start the model server there, or set provider %q's base_url in the company file to where it runs.", spec.Provider)
 	var oe *openai.Error
 	var ae *anthropic.Error
+	var ps *providerStatus
 	var dns *net.DNSError
 	var op *net.OpError
 	var ue *url.Error
@@ -76,6 +77,8 @@ func modelFailure(ctx context.Context, spec ModelSpec, timeout time.Duration, er
 		status, said = oe.StatusCode, oe.Message
 	case errors.As(err, &ae):
 		status, said = ae.StatusCode, ae.Message
+	case errors.As(err, &ps):
+		status, said = ps.status, ps.said
 	}
 	if spec.APIKey != "" {
 		said = strings.ReplaceAll(said, spec.APIKey, "[REDACTED]")
@@ -114,6 +117,16 @@ func redactURL(raw string) string {
 	}
 	return u.Redacted()
 }
+
+// providerStatus is an HTTP error status a provider answered a call the
+// hub did not make through a vendor's client (a coding CLI's, through a
+// box's model gateway), and what the provider said with it.
+type providerStatus struct {
+	status int
+	said   string
+}
+
+func (e *providerStatus) Error() string { return fmt.Sprintf("HTTP %d: %s", e.status, e.said) }
 
 // modelError is a failed model call as a turn ends with it: its reason
 // in the hub's words, the client's error beneath.

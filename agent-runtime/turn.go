@@ -40,6 +40,10 @@ type turn struct {
 	loaded map[string]bool
 
 	reached bool
+	// usage is what the turn's model calls spent; usageMu guards its
+	// sums, since a coding CLI's calls are charged from the gateway's
+	// goroutines (they are over before the turn reads it).
+	usageMu sync.Mutex
 	usage   Usage
 	rounds  int
 	called  []string
@@ -224,28 +228,51 @@ func (t *turn) delivered(account string) bool {
 // ask makes one model call under the budget: refused before anything is
 // sent when a ceiling has no room.
 func (t *turn) ask(ctx context.Context, req Request, worker bool) (Reply, *authority.Refusal, error) {
-	need := estimateRequest(req)
-	settle, refusal := t.r.opts.Budget.Reserve(t.rec.Seat, need)
+	done, refusal := t.charge(estimateRequest(req), "worker", worker)
 	if refusal != nil {
-		t.log.Warn("model_call_refused", "class", string(refusal.Class), "reason", refusal.Sentence, "worker", worker)
 		return Reply{}, refusal, nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, t.r.opts.ModelTimeout)
 	defer cancel()
 	start := time.Now()
 	rep, err := t.model.Complete(cctx, req)
-	if err := modelCalled(t.r.opts.Observer, ctx, t.spec.Model, t.r.opts.ModelTimeout, start, rep, err); err != nil {
-		settle(Usage{})
-		t.log.Warn("model_call_failed", "model", t.model.Name(), "ms", time.Since(start).Milliseconds(), "worker", worker,
-			"reason", err.Error(), "error", errors.Unwrap(err).Error())
+	if err := done(ctx, start, rep, err); err != nil {
 		return Reply{}, nil, err
 	}
-	settle(rep.Usage)
-	t.usage = t.usage.Add(rep.Usage)
 	t.rounds++
-	t.log.Info("model_called", "model", t.model.Name(), "input_tokens", rep.Usage.Input, "output_tokens", rep.Usage.Output,
-		"tool_calls", len(rep.Calls), "ms", time.Since(start).Milliseconds(), "worker", worker)
 	return rep, nil, nil
+}
+
+// charge holds one model call of the seat's to its budget and telemetry:
+// the one path every model call a turn makes is charged through — its own
+// rounds, its workers', its coding runs' and a coding CLI's through the
+// box's model gateway (cliMeter). About need tokens are reserved before
+// anything is sent, and the call is refused when a ceiling has no room;
+// else done settles the call with what it spent, counts it as the turn's,
+// tells telemetry and the node's log (attrs say whose call it was), and
+// answers the error a failed call ends with. done may be called from
+// another goroutine than the turn's.
+func (t *turn) charge(need int64, attrs ...any) (done func(ctx context.Context, start time.Time, rep Reply, err error) error, refusal *authority.Refusal) {
+	settle, refusal := t.r.opts.Budget.Reserve(t.rec.Seat, need)
+	if refusal != nil {
+		t.log.Warn("model_call_refused", append([]any{"class", string(refusal.Class), "reason", refusal.Sentence}, attrs...)...)
+		return nil, refusal
+	}
+	return func(ctx context.Context, start time.Time, rep Reply, err error) error {
+		if err := modelCalled(t.r.opts.Observer, ctx, t.spec.Model, t.r.opts.ModelTimeout, start, rep, err); err != nil {
+			settle(Usage{})
+			t.log.Warn("model_call_failed", append([]any{"model", t.model.Name(), "ms", time.Since(start).Milliseconds(),
+				"reason", err.Error(), "error", errors.Unwrap(err).Error()}, attrs...)...)
+			return err
+		}
+		settle(rep.Usage)
+		t.usageMu.Lock()
+		t.usage = t.usage.Add(rep.Usage)
+		t.usageMu.Unlock()
+		t.log.Info("model_called", append([]any{"model", t.model.Name(), "input_tokens", rep.Usage.Input, "output_tokens", rep.Usage.Output,
+			"tool_calls", len(rep.Calls), "ms", time.Since(start).Milliseconds()}, attrs...)...)
+		return nil
+	}, nil
 }
 
 // offer builds the tools the model is shown this turn from the frozen

@@ -23,7 +23,8 @@ type CLITask struct {
 	// Model is the model's name at the provider.
 	Model string
 	// Provider is where the model is; the box reaches it only through
-	// its gateway (ServeModel), which this run opens if it is not open.
+	// its gateway (ServeModel), which this run opens. A call its Meter
+	// refuses stops the run, as a refused model call ends a turn.
 	Provider Provider
 }
 
@@ -65,13 +66,20 @@ func (b *Box) RunCLI(ctx context.Context, task CLITask) (CLIResult, error) {
 		return CLIResult{}, errors.New("the box's agent is the builtin one, not a coding CLI")
 	}
 	command := spec.Command // found by Open
-	b.mu.Lock()
-	open := b.gateway != nil
-	b.mu.Unlock()
-	if !open {
-		if err := b.ServeModel(task.Provider); err != nil {
-			return CLIResult{}, err
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	p := task.Provider
+	if meter := p.Meter; meter != nil {
+		p.Meter = func(n int) (func(ModelCall), error) {
+			done, err := meter(n)
+			if err != nil {
+				stop(err)
+			}
+			return done, err
 		}
+	}
+	if err := b.ServeModel(p); err != nil {
+		return CLIResult{}, err
 	}
 	argv, env, events, err := cliCommand(spec, command, task)
 	if err != nil {
@@ -79,7 +87,14 @@ func (b *Box) RunCLI(ctx context.Context, task CLITask) (CLIResult, error) {
 	}
 	argv = append([]string{"node", "-e", forwarder, GatewaySocket, strconv.Itoa(GatewayPort)}, argv...)
 	res, err := b.run(ctx, argv, nil, runOptions{raw: events, env: env})
+	// Every call the CLI made is told to the meter before the run ends:
+	// the CLI is gone, so a call still in flight ends as its connection
+	// does.
+	b.gateway.drain()
 	out := CLIResult{Result: res, Events: events.count}
+	if refused := context.Cause(ctx); refused != nil && !errors.Is(refused, context.Canceled) && !errors.Is(refused, context.DeadlineExceeded) {
+		return out, refused
+	}
 	if err != nil {
 		return out, err
 	}

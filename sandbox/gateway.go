@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -11,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -19,7 +23,8 @@ import (
 // workspace), bound into the box read-only at GatewaySocket, and forwards
 // each request on it to the provider with the provider's credentials
 // added. A box without network reaches nothing else, and the provider's
-// key never enters it: what runs inside holds a placeholder.
+// key never enters it: what runs inside holds a placeholder. Each call is
+// told to the run's Meter (meter.go), so what it spends is the seat's.
 const (
 	GatewayDir    = "/run/crewlet"
 	GatewaySocket = GatewayDir + "/model.sock"
@@ -37,6 +42,9 @@ type Provider struct {
 	// provider's key, say), replacing what the box sent under the same
 	// names.
 	Header http.Header
+	// Meter, if set, is asked before each model call is sent on and told
+	// what it spent (meter.go).
+	Meter Meter
 }
 
 // ServeModel opens the box's model gateway to p. It is served until Close;
@@ -79,7 +87,21 @@ func (b *Box) ServeModel(p Provider) error {
 		},
 		// A streamed answer reaches the CLI as it is written.
 		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			if c, ok := resp.Request.Context().Value(callKey{}).(*meteredCall); ok {
+				c.answered(resp)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if c, ok := r.Context().Value(callKey{}).(*meteredCall); ok {
+				c.Err = err
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
 	}
+	gw := &gateway{dir: dir}
+	gw.idle = sync.NewCond(&gw.mu)
 	// Only the model's API is reached: a path outside /v1/ (or climbing
 	// out of it) is answered here, never sent on with the key.
 	only := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -87,16 +109,95 @@ func (b *Box) ServeModel(p Provider) error {
 			http.Error(w, "the model gateway serves only the model's API, under /v1/", http.StatusNotFound)
 			return
 		}
-		proxy.ServeHTTP(w, r)
+		if p.Meter == nil {
+			proxy.ServeHTTP(w, r)
+			return
+		}
+		if !gw.begin() {
+			http.Error(w, "the run this model gateway served has ended", http.StatusServiceUnavailable)
+			return
+		}
+		defer gw.end()
+		metered(w, r, proxy, p.Meter)
 	})
 	srv := &http.Server{Handler: only, ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	b.gateway = &gateway{dir: dir, srv: srv}
+	gw.srv = srv
+	b.gateway = gw
 	return nil
 }
+
+// metered forwards one model call under meter: asked first, told after.
+func metered(w http.ResponseWriter, r *http.Request, proxy http.Handler, meter Meter) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxModelRequest+1))
+	switch {
+	case err != nil:
+		http.Error(w, "the model call's request could not be read", http.StatusBadRequest)
+		return
+	case len(body) > maxModelRequest:
+		http.Error(w, fmt.Sprintf("the model call's request is past the %d MiB the gateway sends on", maxModelRequest>>20), http.StatusRequestEntityTooLarge)
+		return
+	}
+	body = askUsage(r.URL.Path, body)
+	done, err := meter(len(body))
+	if err != nil {
+		refuseCall(w, err)
+		return
+	}
+	c := &meteredCall{ModelCall: ModelCall{Start: time.Now(), Sent: int64(len(body))}}
+	r = r.WithContext(context.WithValue(r.Context(), callKey{}, c))
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	// Told once the proxy has passed the answer back whole or given up on
+	// it, which it does with a panic (http.ErrAbortHandler) when the CLI
+	// hung up mid-answer: what was read of an answer the provider gave is
+	// spent.
+	defer func() { done(c.result()) }()
+	proxy.ServeHTTP(w, r)
+}
+
+// callKey carries a metered call in its request's context, from the
+// gateway's handler to the proxy's hooks.
+type callKey struct{}
 
 // gateway is a box's open model gateway.
 type gateway struct {
 	dir string
 	srv *http.Server
+
+	// inflight counts the metered calls being forwarded: a run drains
+	// them as it ends, so every call its CLI made is told to its meter
+	// before the run's spending is read, and none starts after.
+	mu       sync.Mutex
+	idle     *sync.Cond
+	inflight int
+	drained  bool
+}
+
+func (g *gateway) begin() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.drained {
+		return false
+	}
+	g.inflight++
+	return true
+}
+
+func (g *gateway) end() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inflight--; g.inflight == 0 {
+		g.idle.Broadcast()
+	}
+}
+
+// drain refuses every call from now on and waits for those in flight: a
+// run's CLI is gone, so each ends as its connection does.
+func (g *gateway) drain() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.drained = true
+	for g.inflight > 0 {
+		g.idle.Wait()
+	}
 }
