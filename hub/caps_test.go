@@ -330,6 +330,13 @@ func TestRequestsInServicePerCredentialAreCapped(t *testing.T) {
 		clients = append(clients, hubtest.Connect(t, th.url+"/operator/mcp", ciToken, "2026-07-28"))
 	}
 	t.Cleanup(release)
+	// A request's slot is given back as its handler returns, which may
+	// be just after the client read its answer: the calls start from
+	// none held, or the connects' tails would take one of their slots.
+	eventually(t, 10*time.Second, "ci's connects given back", func() (bool, string) {
+		n := th.operator.caps.requests.held("ci")
+		return n == 0, strconv.Itoa(n) + " held"
+	})
 	for _, cs := range clients {
 		go func() {
 			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "hold"})

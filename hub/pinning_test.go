@@ -440,7 +440,7 @@ func TestHubRefusesToStartWithoutItsApprovals(t *testing.T) {
 		_ = h.Close()
 		t.Fatal("a hub started with approvals it could not read")
 	}
-	if !strings.Contains(err.Error(), "baseline") {
+	if !strings.Contains(err.Error(), "tool approvals") {
 		t.Fatalf("err %v", err)
 	}
 }
