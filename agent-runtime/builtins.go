@@ -112,7 +112,7 @@ func BuiltinTools(d BuiltinDeps) []servers.Tool {
 				"Read your private diary again, by what the turn turns out to be about: the notes sharing words with the query, whole. Without a query, every long note and the recent short ones.",
 				readOwn, "", b.refreshMemory),
 			servers.Typed("query_episodes",
-				"Recall your own past turns: what woke each, what you answered and how it ended. By meaning (query; by its words where the hub has no embeddings model, which the answer says), by what they were about (conversation: an item key, a page id), or most recent first.",
+				"Recall your own past turns: what woke each, what you answered and how it ended. By meaning (query; by its words where the hub has no embeddings model, which the answer says), by what they were about (conversation: an item key, a page id), or most recent first. A query also finds your compacted months (months): the record of a closed month's turns, each of which is still recalled whole.",
 				readOwn, "", b.queryEpisodes),
 			servers.Typed("use_skill",
 				"Read one of your own skills, a procedure you keep for yourself, by name.",

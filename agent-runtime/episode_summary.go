@@ -90,7 +90,8 @@ func (t *turn) summarizePriorWork(ctx context.Context, how string, eps []episode
 }
 
 // summaryCondenser is the runtime's one condenser for what the episode
-// summary reads, so a text recalled by many turns is condensed once.
+// summary and the monthly compaction read, so a text recalled by many
+// turns is condensed once.
 func (r *Runtime) summaryCondenser(d AuxiliaryDeps) *Condenser {
 	r.condenseOnce.Do(func() { r.condense = NewCondenser(d) })
 	return r.condense

@@ -32,8 +32,17 @@ func OpenEpisodeSearch(ctx context.Context, node *state.Node, searchDir string, 
 
 // episodeDoc is an ended turn as the search index reads it: what it was
 // about and what woke it as its title, what it answered as its body. A
-// turn still running is no episode yet.
+// turn still running is no episode yet. A compacted month is read by its
+// summary.
 func episodeDoc(r pebble.Reader, key string) (search.Doc, bool, error) {
+	if rest, ok := strings.CutPrefix(key, monthDocID); ok {
+		var m monthRecord
+		found, err := state.GetJSON(r, kMonth+rest, &m)
+		if err != nil || !found {
+			return search.Doc{}, false, err
+		}
+		return search.Doc{ID: key, Title: "your turns of " + monthName(m.Month), Body: m.Summary, Scope: m.Seat}, true, nil
+	}
 	var rec TurnRecord
 	found, err := state.GetJSON(r, kTurn+key, &rec)
 	if err != nil || !found || rec.Running() {
@@ -42,13 +51,20 @@ func episodeDoc(r pebble.Reader, key string) (search.Doc, bool, error) {
 	return search.Doc{ID: rec.Key, Title: rec.About, Body: strings.TrimSpace(rec.Trigger + "\n\n" + rec.Account), Scope: rec.Seat}, true, nil
 }
 
-// episodeIDs lists every ended turn's key, for a rebuild of the index.
+// episodeIDs lists every ended turn's key and every compacted month's
+// id, for a rebuild of the index.
 func episodeIDs(r pebble.Reader, fn func(id string) error) error {
-	return scan(r, kEp, func(_ string, v []byte) error {
+	err := scan(r, kEp, func(_ string, v []byte) error {
 		var key string
 		if err := json.Unmarshal(v, &key); err != nil {
 			return err
 		}
 		return fn(key)
+	})
+	if err != nil {
+		return err
+	}
+	return scan(r, kMonth, func(k string, _ []byte) error {
+		return fn(monthDocID + strings.TrimPrefix(k, kMonth))
 	})
 }

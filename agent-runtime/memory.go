@@ -222,9 +222,22 @@ type episode struct {
 	Tools            []string `json:"tools,omitempty"`
 }
 
+// compactedMonth is a closed month of the seat's turns as its compacted
+// record has it: a summary by the seat's auxiliary model, labelled with
+// how it was made; query_episodes recalls each of its turns whole.
+type compactedMonth struct {
+	Month       string   `json:"month"`
+	Turns       []string `json:"turns"`
+	Summary     string   `json:"summary"`
+	CompactedBy string   `json:"compacted_by"`
+}
+
 type episodesOut struct {
 	Episodes []episode `json:"episodes"`
-	How      string    `json:"how"`
+	// Months are the seat's compacted months a query found, closest
+	// first (never with a conversation).
+	Months []compactedMonth `json:"months,omitempty"`
+	How    string           `json:"how"`
 	// Mode is the ranking a query was served by: hybrid (meaning and
 	// words) or keyword; Degraded says why it is not by meaning, and Note
 	// how complete the index was, as every search of the hub says them.
@@ -281,6 +294,22 @@ func (b *builtins) queryEpisodes(ctx context.Context, c authority.Caller, in epi
 			out.How = "your turns matching the query's words, best match first"
 		}
 		for _, h := range res.Hits {
+			if rest, ok := strings.CutPrefix(h.ID, monthDocID); ok {
+				// A compacted month is about many things, so a recall of
+				// one conversation leaves it out.
+				seat, month, _ := strings.Cut(rest, "/")
+				if seat != c.Seat || conversation != "" || len(out.Months) >= limit {
+					continue
+				}
+				m, found, err := b.store.month(seat, month)
+				if err != nil {
+					return episodesOut{}, err
+				}
+				if found {
+					out.Months = append(out.Months, compactedMonth{Month: m.Month, Turns: m.Turns, Summary: m.Summary, CompactedBy: m.compactedBy()})
+				}
+				continue
+			}
 			rec, found, err := b.store.Turn(h.ID)
 			if err != nil {
 				return episodesOut{}, err

@@ -45,8 +45,9 @@ type Runtime struct {
 	placed  []string
 	placing chan struct{}
 
-	// condense rewrites the long texts an episode summary reads, made
-	// once and shared by every seat's turns (its cache is per text).
+	// condense rewrites the long texts an episode summary or a monthly
+	// compaction reads, made once and shared by every seat's turns (its
+	// cache is per text).
 	condenseOnce sync.Once
 	condense     *Condenser
 }
@@ -436,6 +437,9 @@ func (r *Runtime) serveSeat(ctx context.Context, seat string) {
 		r.log.Info("turn_resumed", "seat", seat, "turn", rec.Key, "reason", "it was running when this seat's last holder stopped")
 		r.runTurn(ctx, rec)
 	}
+	// A hub that was down across a month's end compacts it as the seat
+	// opens, before its next wake.
+	r.compactEpisodes(ctx, seat)
 	names := make([]string, len(r.opts.Feeds))
 	for i, f := range r.opts.Feeds {
 		names[i] = f.Name

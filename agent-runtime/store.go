@@ -63,6 +63,7 @@ func Projectors() []state.Projector {
 		servers.Projector(kindAsk, applyAsk),
 		servers.Projector(kindPaused, applyPaused),
 		servers.Projector(kindSpent, applySpent),
+		servers.Projector(kindCompacted, applyCompacted),
 	}, runProjectors()...)
 }
 

@@ -125,6 +125,8 @@ func (r *Runtime) runTurn(ctx context.Context, rec TurnRecord) {
 		log.Warn("turn_ended", attrs...)
 	}
 	t.synthesize(ctx, outcome, account)
+	// The first turn to end after a month closed compacts it.
+	r.compactEpisodes(ctx, rec.Seat)
 }
 
 // run is the turn loop. It answers the outcome, why (for any outcome but
