@@ -25,6 +25,16 @@ type Imported struct {
 	Secrets map[string]string
 	// Notes say what the conversion could not carry over as it was.
 	Notes []string
+	// Asked are the values a client asks its person for as a server
+	// starts (VS Code's inputs), each now a ${NAME} for the secret store.
+	// The caller says how to seal each, naming the store it writes to.
+	Asked []Asked
+}
+
+// Asked is one value a client asked its person for.
+type Asked struct {
+	// Server asks for Input, which now stands as ${Ref}.
+	Server, Input, Ref string
 }
 
 // clientServer is one server as the three clients write it.
@@ -154,7 +164,7 @@ func (im *Imported) reference(server, key, v string, secret bool) string {
 	v = vscodeInputRE.ReplaceAllStringFunc(v, func(m string) string {
 		id := vscodeInputRE.FindStringSubmatch(m)[1]
 		ref := envName(server, "INPUT_"+id)
-		im.Notes = append(im.Notes, fmt.Sprintf("%s asks the person for %q when it starts; store it as %s (crewlet secrets set %s).", server, id, ref, ref))
+		im.Asked = append(im.Asked, Asked{Server: server, Input: id, Ref: ref})
 		return "${" + ref + "}"
 	})
 	if !secret || v == "" || referenceRE.MatchString(v) {

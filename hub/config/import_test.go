@@ -19,6 +19,7 @@ func TestImportClientConfigs(t *testing.T) {
 		secrets map[string]string
 		yaml    []string // must appear
 		notes   []string
+		asked   []Asked
 	}{
 		{
 			file:    "claude_desktop_config.json",
@@ -38,7 +39,7 @@ func TestImportClientConfigs(t *testing.T) {
 			servers: []string{"github", "perplexity"},
 			secrets: map[string]string{},
 			yaml:    []string{"PERPLEXITY_API_KEY: ${PERPLEXITY_INPUT_PERPLEXITY_KEY}", "HOME_DIR: ${HOME}", "Authorization: Bearer ${GITHUB_TOKEN}", "transport: http"},
-			notes:   []string{"store it as PERPLEXITY_INPUT_PERPLEXITY_KEY"},
+			asked:   []Asked{{Server: "perplexity", Input: "perplexity-key", Ref: "PERPLEXITY_INPUT_PERPLEXITY_KEY"}},
 		},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
@@ -78,6 +79,9 @@ func TestImportClientConfigs(t *testing.T) {
 				if strings.Contains(string(y), v) {
 					t.Errorf("YAML holds the literal secret %q", v)
 				}
+			}
+			if !slices.Equal(im.Asked, tc.asked) {
+				t.Errorf("asked %+v, want %+v", im.Asked, tc.asked)
 			}
 			for _, want := range tc.notes {
 				if !slices.ContainsFunc(im.Notes, func(n string) bool { return strings.Contains(n, want) }) {

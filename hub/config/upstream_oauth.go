@@ -1,6 +1,10 @@
 package config
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/crewlet/hub/servers/upstream/launch"
+)
 
 // AuthOAuth is the one value of mcp_servers[].auth: the server is dialled
 // with each seat's own access token, granted by a person at the server's
@@ -46,7 +50,10 @@ func checkServerOAuth(p string, s MCPServer, add func(string, ...any)) {
 		add("%s.oauth.client_secret: a secret without client_id names no client", p)
 	}
 	if o.ClientSecret != "" && !(strings.HasPrefix(o.ClientSecret, "${") && strings.HasSuffix(o.ClientSecret, "}")) {
-		add("%s.oauth.client_secret: write a ${VAR} reference (crewlet secrets set VAR), not the secret itself", p)
+		// The file names no data directory, so the command is said with
+		// the flag the hub's own store may need.
+		add("%s.oauth.client_secret: write a ${VAR} reference, not the secret itself, and seal the secret as VAR in the hub's store (`%s`, adding the --data-dir the hub is started with, if any)",
+			p, launch.SealCommand("VAR", ""))
 	}
 	for _, sc := range o.Scopes {
 		if sc == "" || strings.ContainsAny(sc, " \t\n") {

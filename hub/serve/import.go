@@ -60,6 +60,9 @@ func Import(stdout, stderr io.Writer, path string, store, trust bool, dataDir st
 			fmt.Fprintf(stderr, "%s was a literal credential in %s; store it (%s, value on stdin) or rerun with --store-secrets\n", n, path, launch.SealCommand(n, storeDir(dataDir)))
 		}
 	}
+	for _, a := range im.Asked {
+		fmt.Fprintf(stderr, "note: %s asks the person for %q when it starts; store it as %s (%s, value on stdin)\n", a.Server, a.Input, a.Ref, launch.SealCommand(a.Ref, storeDir(dataDir)))
+	}
 	for _, note := range im.Notes {
 		fmt.Fprintln(stderr, "note:", note)
 	}

@@ -71,3 +71,27 @@ func TestHeldServerNamesTheHubsDataDir(t *testing.T) {
 		t.Fatalf("config import --data-dir %s: exit %d, stderr:\n%s", dir, code, stderr.String())
 	}
 }
+
+// CFG-2: a value a client asks its person for (a VS Code input) is told
+// to be sealed with the command that names the store `config import
+// --data-dir` was given, as a literal credential is, not ./.crewlet's.
+func TestImportNamesTheDataDirForAnAskedValue(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "hub data")
+	client := filepath.Join(t.TempDir(), "mcp.json")
+	vscode := `{"inputs": [{"type": "promptString", "id": "perplexity-key", "password": true}],
+		"servers": {"perplexity": {"type": "stdio", "command": "npx", "env": {"PERPLEXITY_API_KEY": "${input:perplexity-key}"}}}}`
+	if err := os.WriteFile(client, []byte(vscode), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	want := `store it as PERPLEXITY_INPUT_PERPLEXITY_KEY (crewlet secrets set PERPLEXITY_INPUT_PERPLEXITY_KEY --data-dir '` + dir + `', value on stdin)`
+	if code := Import(&stdout, &stderr, client, false, false, dir); code != 0 || !strings.Contains(stderr.String(), want) {
+		t.Fatalf("config import --data-dir %s: exit %d, want %q in stderr:\n%s", dir, code, want, stderr.String())
+	}
+	// The default store needs no flag.
+	stderr.Reset()
+	if code := Import(&stdout, &stderr, client, false, false, DefaultDataDir); code != 0 ||
+		!strings.Contains(stderr.String(), "(crewlet secrets set PERPLEXITY_INPUT_PERPLEXITY_KEY, value on stdin)") {
+		t.Fatalf("config import: exit %d, stderr:\n%s", code, stderr.String())
+	}
+}
