@@ -10,7 +10,9 @@
 // Reserve answers is below that range, where the kernel hands out nothing
 // of its own accord, and it is held by a lock every test process on the
 // machine takes before it answers a port (an exclusive flock of a file
-// named for the port), until the test that reserved it ends.
+// named for the port), until the test that reserved it ends. The test's
+// end removes the file too, so the directory holds the ports held now
+// rather than every port a test ever tried.
 package ports
 
 import (
@@ -40,28 +42,69 @@ func Reserve(tb testing.TB) int {
 	start := rand.IntN(hi - lo)
 	for i := range hi - lo {
 		port := lo + (start+i)%(hi-lo)
-		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+		path := filepath.Join(dir, strconv.Itoa(port))
+		f, held, err := lock(path)
 		if err != nil {
 			tb.Fatalf("ports: %v", err)
 		}
-		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-			_ = f.Close() // another test holds it
-			continue
+		if !held {
+			continue // another test holds it
 		}
 		// Held by nobody of ours; something else may listen there.
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			_ = f.Close()
+			release(f, path)
 			continue
 		}
 		_ = ln.Close()
-		// The lock goes with the file: closed when the test ends, or
-		// when its process does.
-		tb.Cleanup(func() { _ = f.Close() })
+		// The lock goes with the file: released when the test ends, or
+		// when its process does (a killed process leaves its file, which
+		// the next test to lock it uses or removes).
+		tb.Cleanup(func() { release(f, path) })
 		return port
 	}
 	tb.Fatalf("ports: every port from %d to %d is taken", lo, hi-1)
 	return 0
+}
+
+// lock takes the lock file at path, creating it; held false when
+// another test holds it. A file removed by its holder between this open
+// and this lock (release) is no longer the port's lock, whoever created
+// the path's file since: the lock is taken again on what the path names
+// now.
+func lock(path string) (f *os.File, held bool, err error) {
+	for {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			return nil, false, err
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			_ = f.Close()
+			return nil, false, nil
+		}
+		if named(f, path) {
+			return f, true, nil
+		}
+		_ = f.Close()
+	}
+}
+
+// named reports whether path still names f's file.
+func named(f *os.File, path string) bool {
+	have, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(have, now)
+}
+
+// release removes a lock file and lets go of its lock, in that order: the
+// path is gone before anybody can take the lock, and whoever opened the
+// file before it went sees it is no longer named (lock).
+func release(f *os.File, path string) {
+	_ = os.Remove(path)
+	_ = f.Close()
 }
 
 // Addr is Reserve's port as a loopback host:port.
