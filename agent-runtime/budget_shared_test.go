@@ -87,21 +87,34 @@ func sharedBudget(t *testing.T, node *state.Node, ceilings []Ceiling) *Budget {
 // ceiling.
 func TestFleetBudgetIsOneCountAcrossNodes(t *testing.T) {
 	nodes := fleetNodes(t, 3)
-	// Room for some 400 calls, so both nodes' callers are in the race
-	// however slowly one node's first call goes (its bucket's leader may
-	// be on another node).
+	// Room for some 400 calls, so the race for the last room comes long
+	// after both nodes' first calls.
 	const ceiling, need, output, callers = 60000, 100, 40, 4
 	ceilings := []Ceiling{{"company", "day", ceiling}}
 	budgets := []*Budget{sharedBudget(t, nodes[0], ceilings), sharedBudget(t, nodes[1], ceilings)}
 	seats := []string{"alan", "bea"}
 
-	var spent, granted [2]atomic.Int64
+	var spent [2]atomic.Int64
 	var wg sync.WaitGroup
-	// Every caller starts at once, so the race is between the nodes.
+	// Every caller starts at once, and none asks again before both nodes
+	// have been granted a call: a node whose first call is slow (its
+	// bucket's leader on another node, a busy machine) would otherwise
+	// find the room spent by the other's callers, and the race would not
+	// be between the nodes. Each caller then asks until the ceiling
+	// refuses it, so both nodes race for the last room.
 	start := make(chan struct{})
+	var first [2]sync.Once
+	firstGrant := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	// gone is closed once every caller of a node has stopped, so a node
+	// refused before its first grant fails the test rather than hangs it.
+	gone := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	var granted [2]atomic.Int64
 	for i := range budgets {
+		var node sync.WaitGroup
 		for range callers {
+			node.Add(1)
 			wg.Go(func() {
+				defer node.Done()
 				<-start
 				for {
 					settle, refusal := budgets[i].Reserve(seats[i], need)
@@ -111,21 +124,27 @@ func TestFleetBudgetIsOneCountAcrossNodes(t *testing.T) {
 						}
 						return
 					}
-					granted[i].Add(1)
 					// The reply spends its input as estimated and some
 					// output no reservation held.
 					settle(Usage{Input: need, Output: output})
 					spent[i].Add(need + output)
+					granted[i].Add(1)
+					first[i].Do(func() { close(firstGrant[i]) })
+					select {
+					case <-firstGrant[1-i]:
+					case <-gone[1-i]:
+					}
 				}
 			})
 		}
+		wg.Go(func() { node.Wait(); close(gone[i]) })
 	}
 	close(start)
 	wg.Wait()
 	total := spent[0].Load() + spent[1].Load()
 	for i := range budgets {
 		if granted[i].Load() == 0 {
-			t.Fatalf("node %d was never granted a call: the race was not between nodes", i)
+			t.Fatalf("node %d was never granted a call, though the other node waited for it with room to spare", i)
 		}
 		if got := budgets[i].Spent("", "day", time.Now()); got != total {
 			t.Fatalf("node %d reads the company's spending as %d; the calls spent %d", i, got, total)
