@@ -5,6 +5,7 @@
 //
 //	crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--revisions 2025-11-25,2026-07-28] [--sections forward,first-party,tracker,idle]
 //	crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s]
+//	crewlet-load fleet [--hub-binary PATH] [--layouts 1,3x3,3x1] [--duration 10s] [--sessions 64] [--write-sessions 64]
 //	crewlet-load echo-server (--stdio | --http ADDR)
 //	crewlet-load relay --to URL [--listen ADDR]
 //
@@ -26,6 +27,8 @@ const usage = `usage:
                    [--sections forward,first-party,tracker,idle] [--write-sessions 64] [--list-sessions 16] [--idle-sessions 1000]
                    [--rounds 1] [--hub-env K=V]... [--max-calls N] [--profile DIR] [--keep]
   crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s] [--call-timeout 30s] [--keep]
+  crewlet-load fleet [--hub-binary PATH] [--layouts 1,3x3,3x1] [--duration 10s] [--sessions 64] [--write-sessions 64]
+                     [--revision 2026-07-28] [--rounds 1] [--keep]
   crewlet-load echo-server (--stdio | --http ADDR)
   crewlet-load relay --to URL [--listen ADDR]
   crewlet-load sdk-proxy --to URL [--listen ADDR]`
@@ -53,6 +56,8 @@ func main() {
 		err = run(ctx, os.Args[2:])
 	case os.Args[1] == "soak":
 		err = soak(ctx, os.Args[2:])
+	case os.Args[1] == "fleet":
+		err = fleet(ctx, os.Args[2:])
 	case roles[os.Args[1]] != nil:
 		err = roles[os.Args[1]](ctx, os.Args[2:])
 	default:
