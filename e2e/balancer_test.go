@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -99,11 +100,11 @@ func callThrough(cs *mcp.ClientSession, client, tool, title string) balancedCall
 	return c
 }
 
-// goSDKWorkers has a go-sdk session make calls through the balancer until
-// stop: one worker forwards the shared echo server's call, one files work
-// items. Each call is paced, so a run straddles the kill with a few
-// hundred calls, all read back quickly.
-func goSDKWorkers(t *testing.T, b *balancedFleet, client, rev string, record *calls, stop <-chan struct{}, wg *sync.WaitGroup) *mcp.ClientSession {
+// goSDKThrough connects a go-sdk client of revision rev through the
+// balancer and makes six calls in a row: with nothing else calling, the
+// balancer takes each to the next node, so they reach every node
+// (a 2025 session's event stream, opened meanwhile, takes at most one turn).
+func goSDKThrough(t *testing.T, b *balancedFleet, client, rev string, record *calls) *mcp.ClientSession {
 	t.Helper()
 	tr := &mcp.StreamableClientTransport{Endpoint: b.mcpURL(), HTTPClient: b.wire.client(client)}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: client, Version: "0"}, nil).
@@ -115,6 +116,24 @@ func goSDKWorkers(t *testing.T, b *balancedFleet, client, rev string, record *ca
 	if got := cs.InitializeResult().ProtocolVersion; got != rev {
 		t.Fatalf("%s negotiated %s through the balancer, want %s", client, got, rev)
 	}
+	for range 6 {
+		c := callThrough(cs, client, "test_simple_text", "")
+		record.add(c)
+		if c.failed() {
+			t.Fatalf("%s before any node died: %s", client, c)
+		}
+	}
+	if s := spread(b.wire.exchanges(client)); s["n0"] == 0 || s["n1"] == 0 || s["n2"] == 0 {
+		t.Fatalf("%s's requests in a row were answered by %v, not by every node in turn", client, s)
+	}
+	return cs
+}
+
+// goSDKWorkers has a go-sdk session make calls through the balancer until
+// stop: one worker forwards the shared echo server's call, one files work
+// items. Each call is paced, so a run straddles the kill with a few
+// hundred calls, all read back quickly.
+func goSDKWorkers(b *balancedFleet, cs *mcp.ClientSession, client string, record *calls, stop <-chan struct{}, wg *sync.WaitGroup) {
 	for _, tool := range []string{"test_simple_text", "create_work_item"} {
 		wg.Go(func() {
 			for k := 0; ; k++ {
@@ -131,7 +150,6 @@ func goSDKWorkers(t *testing.T, b *balancedFleet, client, rev string, record *ca
 			}
 		})
 	}
-	return cs
 }
 
 func TestFleetBehindBalancer(t *testing.T) {
@@ -150,14 +168,25 @@ func TestFleetBehindBalancer(t *testing.T) {
 	}
 	victimName := fmt.Sprintf("n%d", victim)
 
+	// go-sdk clients of both revisions: a 2025-11-25 session, whose every
+	// request after initialize carries its id and reaches any node, and a
+	// 2026-07-28 client, which has none.
 	clients := []struct{ name, rev string }{
 		{"go-sdk 2026-07-28", "2026-07-28"},
+		{"go-sdk 2025-11-25", "2025-11-25"},
 	}
 	record := &calls{}
+	// Round-robin, no stickiness: each client's calls in a row reach
+	// every node.
+	var sessions []*mcp.ClientSession
+	for _, c := range clients {
+		sessions = append(sessions, goSDKThrough(t, b, c.name, c.rev, record))
+	}
+	phase("each client's calls in a row answered by every node")
 	stop := make(chan struct{})
 	var workers sync.WaitGroup
-	for _, c := range clients {
-		goSDKWorkers(t, b, c.name, c.rev, record, stop, &workers)
+	for i, c := range clients {
+		goSDKWorkers(b, sessions[i], c.name, record, stop, &workers)
 	}
 	stopped := false
 	halt := func() {
@@ -168,63 +197,87 @@ func TestFleetBehindBalancer(t *testing.T) {
 		}
 	}
 	defer halt()
+	// The TypeScript SDK's client (2025-11-25, a session): calls before
+	// the kill, a pause while it happens, calls after, on one session.
+	ts := startTSSession(t, b)
 
-	// Round-robin, no stickiness: each client's requests reach every node.
-	for _, c := range clients {
-		waitUntil(t, 30*time.Second, c.name+"'s requests answered by every node", func() (bool, string) {
-			s := spread(b.wire.exchanges(c.name))
-			return s["n0"] > 0 && s["n1"] > 0 && s["n2"] > 0, fmt.Sprint(s)
-		})
-	}
-	phase("calls spread over the three nodes; kill -9 " + victimName)
+	ts.awaitPaused(t)
+	// Calls in flight on the node are those begun before it was dead
+	// (kill answers once it has been reaped) and not ended before the
+	// signal was sent.
+	phase("the clients are calling; kill -9 " + victimName)
 	killed := time.Now()
 	b.kill(t, victim)
+	dead := time.Now()
+	ts.resume(t)
 	// The clients carry on: each makes calls of both kinds that succeed,
 	// begun after the kill, well past the health checks taking the node
 	// out (two failed checks a second apart).
+	settled := dead.Add(3 * time.Second)
 	for _, c := range clients {
 		waitUntil(t, time.Minute, c.name+" carries on after the kill", func() (bool, string) {
-			n := record.succeededSince(c.name, killed.Add(3*time.Second))
+			n := record.succeededSince(c.name, settled)
 			return n >= 10, fmt.Sprint(n, " calls")
 		})
 	}
 	halt()
+	tsCalls := ts.wait(t)
 	phase("the clients carried on")
 
-	all := record.snapshot()
+	all := append(record.snapshot(), tsCalls...)
+	var after []exchange
 	for _, c := range clients {
 		xs := b.wire.exchanges(c.name)
 		// Without a new session: one discovery (2026-07-28, sessionless)
-		// or one initialize (2025-11-25) for the whole run.
+		// or one initialize (2025-11-25) for the whole run, and every
+		// request of a 2025 session carries the one id it was given.
 		m := methods(xs)
-		if c.rev == "2026-07-28" && (m["server/discover"] != 1 || m["initialize"] != 0) {
-			t.Errorf("%s discovered %d times and initialized %d times in one run", c.name, m["server/discover"], m["initialize"])
+		switch c.rev {
+		case "2026-07-28":
+			if m["server/discover"] != 1 || m["initialize"] != 0 {
+				t.Errorf("%s discovered %d times and initialized %d times in one run", c.name, m["server/discover"], m["initialize"])
+			}
+		case "2025-11-25":
+			ids := map[string]bool{}
+			for _, x := range xs {
+				if x.method != "initialize" {
+					ids[x.session] = true
+				}
+			}
+			if m["initialize"] != 1 || len(ids) != 1 || ids[""] {
+				t.Errorf("%s initialized %d times, and its requests carried the session ids %v", c.name, m["initialize"], ids)
+			}
 		}
 		// Only exchanges in flight on the dead node went unanswered by a
-		// hub: each began before the kill, on the node that died.
+		// hub: each in flight when it died, answered by the balancer for
+		// it (or cut, with no answer).
 		for _, x := range xs {
 			if x.status == 200 || x.status == 202 {
 				continue
 			}
-			if !x.began.Before(killed) || x.node != victimName {
-				t.Errorf("an exchange not in flight on %s at the kill failed:\n%s", victimName, describe([]exchange{x}))
+			inFlight := x.began.Before(dead) && !x.ended.Before(killed)
+			if !inFlight || x.status != 0 && x.node != victimName {
+				t.Errorf("an exchange not in flight on %s when it died failed:\n%s", victimName, describe([]exchange{x}))
 			}
 		}
-		after := spread(exchangesSince(xs, killed.Add(3*time.Second)))
-		if after[victimName] != 0 || len(after) != 2 {
-			t.Errorf("%s after the kill was answered by %v; want the two live nodes", c.name, after)
-		}
+		after = append(after, exchangesSince(xs, settled)...)
+	}
+	// Once the health checks have taken the node out, the two live nodes
+	// answer in turn.
+	if s := spread(after); s[victimName] != 0 || len(s) != 2 {
+		t.Errorf("after the kill the clients were answered by %v; want the two live nodes", s)
 	}
 	// Only calls in flight on the dead node failed: begun before the
-	// kill, at most one per worker.
+	// kill, at most one per worker (the TypeScript client was between two
+	// calls when it happened).
 	failed := 0
 	for _, c := range all {
 		if !c.failed() {
 			continue
 		}
 		failed++
-		if !c.began.Before(killed) {
-			t.Errorf("a call begun after the kill failed: %s", c)
+		if !c.began.Before(dead) || c.ended.Before(killed) || c.client == tsClientName {
+			t.Errorf("a call not in flight when %s died failed: %s", victimName, c)
 		}
 	}
 	if failed > 2*len(clients) {
@@ -263,6 +316,114 @@ func TestFleetBehindBalancer(t *testing.T) {
 	}
 	t.Logf("%d writes answered pending (durable, not yet read on the node that took them)", pending)
 	phase("every durable write found once")
+}
+
+const tsClientName = "TypeScript SDK"
+
+// tsSession is the TypeScript SDK's client running a script through the
+// balancer: four calls of each kind, a pause, four more.
+type tsSession struct {
+	paused, resumed string
+	script          []tsCall
+	out             tsOutput
+	done            chan struct{}
+	began           time.Time
+}
+
+func startTSSession(t *testing.T, b *balancedFleet) *tsSession {
+	dir := t.TempDir()
+	s := &tsSession{paused: dir + "/paused", resumed: dir + "/resumed", done: make(chan struct{}), began: time.Now()}
+	calls := func(when string) {
+		for k := range 4 {
+			s.script = append(s.script, tsCall{Name: "test_simple_text"},
+				tsCall{Name: "create_work_item", Arguments: map[string]any{"title": fmt.Sprintf("ts-%s-%d-%s", when, k, b.marker)}})
+		}
+	}
+	calls("before")
+	s.script = append(s.script, tsCall{Signal: s.paused}, tsCall{WaitFor: s.resumed})
+	calls("after")
+	go func() {
+		// A failure in here marks the test failed and ends this goroutine
+		// only; done still closes, and wait reports it.
+		defer close(s.done)
+		s.out = runTSClient(t, b.mcpURL(), e2eToken, s.script)
+	}()
+	return s
+}
+
+func (s *tsSession) awaitPaused(t *testing.T) {
+	waitUntil(t, time.Minute, "the TypeScript client's first calls", func() (bool, string) {
+		select {
+		case <-s.done:
+			t.Fatal("the TypeScript client ended before its pause")
+		default:
+		}
+		_, err := os.Stat(s.paused)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+func (s *tsSession) resume(t *testing.T) {
+	if err := os.WriteFile(s.resumed, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits for the client to end, checks it spoke 2025-11-25 on one
+// session throughout, and answers its calls (their times unknown but for
+// the side of the pause they were on).
+func (s *tsSession) wait(t *testing.T) []balancedCall {
+	<-s.done
+	if t.Failed() {
+		t.FailNow()
+	}
+	if s.out.ProtocolVersion != "2025-11-25" {
+		t.Fatalf("the TypeScript client negotiated %q through the balancer", s.out.ProtocolVersion)
+	}
+	ids := map[string]bool{}
+	for _, id := range s.out.SessionIDs {
+		ids[id] = true
+	}
+	if len(ids) != 1 || ids[""] {
+		t.Errorf("the TypeScript client's session ids over its run: %v", s.out.SessionIDs)
+	}
+	if !s.out.SessionEnded {
+		// Not yet held to: a node that takes a DELETE drops the session's
+		// record in the fleet bucket with the request's own context, and a
+		// read of a bucket whose leader was on the dead node can wait for
+		// good (fleetSessions.remove).
+		t.Logf("the TypeScript client's DELETE of its session was not answered within 5 s")
+	}
+	var out []balancedCall
+	before := true
+	for i, step := range s.script {
+		if step.Signal != "" || step.WaitFor != "" {
+			before = false
+			continue
+		}
+		r := s.out.Results[i]
+		c := balancedCall{client: tsClientName, tool: step.Name, began: s.began}
+		if !before {
+			c.began = time.Now() // after the kill
+		}
+		if title, ok := step.Arguments["title"].(string); ok {
+			c.title = title
+		}
+		var body struct {
+			Class   string `json:"class"`
+			Outcome string `json:"outcome"`
+		}
+		_ = json.Unmarshal(r.StructuredContent, &body)
+		switch {
+		case r.Threw():
+			c.err = fmt.Errorf("%s", r.Error)
+		case r.IsError:
+			c.refused = body.Class + " " + r.Text()
+		}
+		c.outcome = body.Outcome
+		out = append(out, c)
+	}
+	return out
 }
 
 // exchangesSince are the exchanges begun at or after since.

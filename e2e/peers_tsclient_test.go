@@ -16,8 +16,12 @@ import (
 
 // tsCall is one tools/call the TS client makes.
 type tsCall struct {
-	Name      string         `json:"name"`
+	Name      string         `json:"name,omitempty"`
 	Arguments map[string]any `json:"arguments,omitempty"`
+	// Signal, on a step of its own, creates this file; WaitFor waits
+	// until it exists.
+	Signal  string `json:"signal,omitempty"`
+	WaitFor string `json:"waitFor,omitempty"`
 }
 
 // tsOutput is what client.mjs prints. ConnectError/Status are set only when
@@ -34,6 +38,12 @@ type tsOutput struct {
 	Tools           []tsTool       `json:"tools"`
 	ToolsError      *tsError       `json:"toolsError,omitempty"`
 	Results         []tsResult     `json:"results"`
+	// SessionIDs is the Mcp-Session-Id after connecting and after each
+	// step ("" for none).
+	SessionIDs []string `json:"sessionIds"`
+	// SessionEnded says whether the DELETE that ends the session was
+	// answered within 5 s.
+	SessionEnded bool `json:"sessionEnded"`
 }
 
 type tsServerInfo struct {

@@ -6,13 +6,19 @@
 //
 // The script on stdin is {"calls": [{"name": "...", "arguments": {...}}, ...]}
 // and may set "timeoutMs" (per request; the SDK's default is 60s). An empty
-// stdin means no calls. An empty TOKEN sends no Authorization header, which
+// stdin means no calls. A step {"signal": PATH} creates the file PATH and a
+// step {"waitFor": PATH} waits until it exists, so a test can act between
+// two calls of one session (kill a node behind a balancer); each answers {}
+// among the results. An empty TOKEN sends no Authorization header, which
 // lets tests probe unauthenticated access.
 //
 // stdout carries exactly one JSON object:
 //   {"protocolVersion", "serverInfo", "capabilities", "instructions",
-//    "tools": [...], "results": [...]}
-// where each result is the CallToolResult as the server sent it, or
+//    "tools": [...], "results": [...], "sessionIds": [...], "sessionEnded"}
+// where sessionIds holds the transport's Mcp-Session-Id after connecting and
+// after each step (null for a session-less server), sessionEnded says
+// whether the closing DELETE was answered within 5 s, each result is the
+// CallToolResult as the server sent it, or
 // {"error": msg, "code": n, "kind": "http"|"jsonrpc"|"other"} when the call
 // threw. If tools/list throws, "toolsError" holds the same error shape and the
 // calls are still made. Exit status is 0 unless connecting (initialize)
@@ -26,12 +32,17 @@ import {
   StreamableHTTPError,
 } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { existsSync, writeFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 
 // Anything that logs through console.log would corrupt the single JSON
 // object on stdout, so route the console to stderr.
 for (const level of ["log", "info", "debug"]) {
   console[level] = (...args) => console.error(...args);
 }
+
+// deleteTimeoutMs bounds the DELETE that ends the session.
+const deleteTimeoutMs = 5000;
 
 function emit(obj, code) {
   process.stdout.write(JSON.stringify(obj) + "\n", () => process.exit(code));
@@ -115,6 +126,7 @@ async function main() {
     instructions: client.getInstructions() ?? null,
     tools: [],
     results: [],
+    sessionIds: [transport.sessionId ?? null],
   };
 
   try {
@@ -130,6 +142,16 @@ async function main() {
   }
 
   for (const call of calls) {
+    if (call.signal || call.waitFor) {
+      if (call.signal) writeFileSync(call.signal, "");
+      while (call.waitFor && !existsSync(call.waitFor)) await sleep(20);
+      out.results.push({});
+      out.sessionIds.push(transport.sessionId ?? null);
+      continue;
+    }
+    // Each call's start and end on stderr, timed: what a test that timed
+    // out reads to see which call it waited on.
+    console.error(`${new Date().toISOString()} calling ${call.name}`);
     try {
       out.results.push(
         await client.callTool(
@@ -141,12 +163,22 @@ async function main() {
     } catch (err) {
       out.results.push(describeError(err));
     }
+    console.error(`${new Date().toISOString()} ended ${call.name}`);
+    out.sessionIds.push(transport.sessionId ?? null);
   }
 
   closing = true;
   // Ending the session politely lets servers that track sessions free them;
   // stateless servers may refuse DELETE, which does not matter here.
-  await transport.terminateSession().catch(() => {});
+  // The DELETE is bounded, as go-sdk's client bounds its own: a server that
+  // never answers it must not keep the client from exiting. Whether it was
+  // answered is in "sessionEnded"; closing aborts one still waiting.
+  console.error(`${new Date().toISOString()} ending the session`);
+  out.sessionEnded = await Promise.race([
+    transport.terminateSession().then(() => true, () => false),
+    sleep(deleteTimeoutMs).then(() => false),
+  ]);
+  console.error(`${new Date().toISOString()} closing`);
   await client.close().catch(() => {});
   emit(out, 0);
 }
