@@ -90,3 +90,22 @@ func TestBalancerSpreadsAndSkipsADeadNode(t *testing.T) {
 func writeFile(path, text string) error {
 	return os.WriteFile(path, []byte(text), 0o600)
 }
+
+// The README's configuration is the one the tests run, for three nodes on
+// the addresses it names: the block a user copies is the one proven here
+// and by the end-to-end suite.
+func TestREADMEGivesTheConfigurationTheTestsRun(t *testing.T) {
+	raw, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(raw), "\n```haproxy\n")
+	block, _, ok2 := strings.Cut(block, "```\n")
+	if !ok || !ok2 {
+		t.Fatal("README has no ```haproxy block")
+	}
+	want := haproxy.Config(":8420", []haproxy.Node{{Name: "a", Addr: "10.0.0.1:8420"}, {Name: "b", Addr: "10.0.0.2:8420"}, {Name: "c", Addr: "10.0.0.3:8420"}})
+	if block != want {
+		t.Fatalf("README's HAProxy configuration:\n%s\nthe one the tests run:\n%s", block, want)
+	}
+}
