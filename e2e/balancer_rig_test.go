@@ -30,7 +30,13 @@ type balancedFleet struct {
 }
 
 func newBalancedFleet(t *testing.T) *balancedFleet {
-	r := newFleetRig(t, false)
+	return newBalancedFleetOf(t, fleetCompanyDoc)
+}
+
+// newBalancedFleetOf is newBalancedFleet on the company doc writes, with
+// env added to every node's environment.
+func newBalancedFleetOf(t *testing.T, doc func(marker, bin string) string, env ...string) *balancedFleet {
+	r := newFleetRigOf(t, false, doc, env...)
 	var nodes []haproxy.Node
 	for i, h := range r.hubs {
 		nodes = append(nodes, haproxy.Node{Name: fmt.Sprintf("n%d", i), Addr: h.addr})
