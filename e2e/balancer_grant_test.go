@@ -67,6 +67,7 @@ func TestFleetSeatKeepsItsGrantAcrossKill(t *testing.T) {
 
 	// kill -9 of the holder: alice moves, and her child starts with the
 	// grant on her new node.
+	killed := time.Now()
 	b.kill(t, holder)
 	live := (holder + 1) % 3
 	var moved string
@@ -86,7 +87,12 @@ func TestFleetSeatKeepsItsGrantAcrossKill(t *testing.T) {
 		}
 	}
 
-	// Her turn, woken through the balancer, calls gh as her own subject.
+	// Her turn, woken through the balancer once her new node has opened
+	// her mailbox, calls gh as her own subject.
+	waitUntil(t, 30*time.Second, moved+" opens alice's mailbox", func() (bool, string) {
+		_, ok := b.eventAt(now, "mailbox_opened", "alice", killed)
+		return ok, "not yet"
+	})
 	through, err := goSDKClient(t, b.mcpURL(), e2eToken, "")
 	if err != nil {
 		t.Fatal(err)
