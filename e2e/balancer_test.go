@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -107,7 +108,11 @@ func callThrough(cs *mcp.ClientSession, client, tool, title string) balancedCall
 func goSDKThrough(t *testing.T, b *balancedFleet, client, rev string, record *calls) *mcp.ClientSession {
 	t.Helper()
 	tr := &mcp.StreamableClientTransport{Endpoint: b.mcpURL(), HTTPClient: b.wire.client(client)}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: client, Version: "0"}, nil).
+	// A person at the client, answering a server's question.
+	person := &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "yes"}}, nil
+	}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: client, Version: "0"}, person).
 		Connect(ctxT(t), tr, &mcp.ClientSessionOptions{ProtocolVersion: rev})
 	if err != nil {
 		t.Fatalf("%s connects through the balancer: %v", client, err)
@@ -154,7 +159,10 @@ func goSDKWorkers(b *balancedFleet, cs *mcp.ClientSession, client string, record
 
 func TestFleetBehindBalancer(t *testing.T) {
 	t.Parallel()
-	b := newBalancedFleet(t)
+	asking := askingServer(t)
+	b := newBalancedFleetOf(t, func(marker, bin string) string {
+		return fleetCompanyDoc(marker, bin) + fmt.Sprintf("  - {name: asking, url: %q, tool_prefix: ask_, trust: auto}\n", asking)
+	})
 	began := time.Now()
 	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(began).Seconds(), what) }
 	phase("three nodes behind haproxy")
@@ -183,6 +191,8 @@ func TestFleetBehindBalancer(t *testing.T) {
 		sessions = append(sessions, goSDKThrough(t, b, c.name, c.rev, record))
 	}
 	phase("each client's calls in a row answered by every node")
+	inputRoundAcrossNodes(t, b, sessions[0], clients[0].name)
+	phase("an input round begun on one node finished on another")
 	stop := make(chan struct{})
 	var workers sync.WaitGroup
 	for i, c := range clients {
@@ -316,6 +326,52 @@ func TestFleetBehindBalancer(t *testing.T) {
 	}
 	t.Logf("%d writes answered pending (durable, not yet read on the node that took them)", pending)
 	phase("every durable write found once")
+}
+
+// askingServer is a third-party server on MCP 2026-07-28 alone, over
+// stateless HTTP, reached by every node: its tool confirm asks the person
+// a question in its answer (an input round) with a state of its own, and
+// answers once called again with the person's answer and that state.
+func askingServer(t *testing.T) string {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asking", Version: "0"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{"2026-07-28"}})
+	s.AddTool(&mcp.Tool{Name: "confirm", InputSchema: map[string]any{"type": "object"}}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if res, ok := req.Params.InputResponses["ok"].(*mcp.ElicitResult); ok {
+			answer, _ := res.Content["answer"].(string)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "confirmed: " + answer + " in " + req.Params.RequestState}}}, nil
+		}
+		return &mcp.CallToolResult{
+			InputRequests: mcp.InputRequestMap{"ok": &mcp.ElicitParams{Mode: "form", Message: "confirm?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"answer": map[string]any{"type": "string"}}}}},
+			RequestState: "round-1",
+		}, nil
+	})
+	return hubtest.ServeMCP(t, s, &mcp.StreamableHTTPOptions{Stateless: true})
+}
+
+// inputRoundAcrossNodes (issue 39, build 2): a 2026-07-28 client's call
+// whose server asks the person a question is two requests, the question
+// and the call again with the answer and the round's sealed state; nothing
+// else calling, the balancer takes the second to the next node, which
+// opens the state the first sealed and finishes the call.
+func inputRoundAcrossNodes(t *testing.T, b *balancedFleet, cs *mcp.ClientSession, client string) {
+	t.Helper()
+	first := len(b.wire.exchanges(client))
+	res, err := cs.CallTool(ctxT(t), &mcp.CallToolParams{Name: "ask_confirm", Arguments: map[string]any{}})
+	if err != nil {
+		t.Fatalf("an input round through the balancer: %v", err)
+	}
+	if text := hubtest.Text(res); res.IsError || text != "confirmed: yes in round-1" {
+		t.Fatalf("the round finished with %q (refused %v), not with the person's answer and the server's state", text, res.IsError)
+	}
+	var nodes []string
+	for _, x := range b.wire.exchanges(client)[first:] {
+		if x.method == "tools/call" {
+			nodes = append(nodes, x.node)
+		}
+	}
+	if len(nodes) != 2 || nodes[0] == nodes[1] || nodes[0] == "" {
+		t.Fatalf("the round's two requests were answered by %v; want two nodes", nodes)
+	}
 }
 
 const tsClientName = "TypeScript SDK"
