@@ -29,12 +29,8 @@ type balancedFleet struct {
 	wire *wire
 }
 
-func newBalancedFleet(t *testing.T) *balancedFleet {
-	return newBalancedFleetOf(t, fleetCompanyDoc)
-}
-
-// newBalancedFleetOf is newBalancedFleet on the company doc writes, with
-// env added to every node's environment.
+// newBalancedFleetOf starts the fleet rig on the company doc writes, with
+// env added to every node's environment, and HAProxy in front of it.
 func newBalancedFleetOf(t *testing.T, doc func(marker, bin string) string, env ...string) *balancedFleet {
 	r := newFleetRigOf(t, false, doc, env...)
 	var nodes []haproxy.Node
