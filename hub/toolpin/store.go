@@ -222,8 +222,16 @@ func (s *Store) Baseline(ctx context.Context, servers []string) (Baseline, error
 	// The hub writes it as itself: an operator-kind caller no credential
 	// can be, recorded for whoever reads the log.
 	hub := authority.Caller{Seat: authority.TokenLoginPrefix + "hub", Kind: authority.KindOperator}
-	if _, err := s.node.Write(ctx, state.Op{Tool: KindBaseline, Args: payload, Kind: KindBaseline, Payload: payload, Caller: hub}); err != nil {
+	a, err := s.node.Write(ctx, state.Op{Tool: KindBaseline, Args: payload, Kind: KindBaseline, Payload: payload, Caller: hub})
+	if err != nil {
 		return Baseline{}, err
+	}
+	if a.Outcome == state.Pending {
+		// Durable, not yet applied here (a fleet's log slow to reach
+		// this node at start): what landed first is read once it is.
+		if err := s.node.WaitFor(ctx, a.Position); err != nil {
+			return Baseline{}, err
+		}
 	}
 	b, ok, err := s.baseline()
 	if err == nil && !ok {

@@ -230,3 +230,25 @@ func TestFollowSeesADecisionLandingWhileTheLastIsTold(t *testing.T) {
 		}
 	}
 }
+
+// A baseline write answered pending (durable, not yet applied on this
+// node: a fleet's log slow to reach it at start) is read once applied,
+// never refused as missing — a node of a fleet with one copy of its log
+// failed to start that way.
+func TestBaselineWrittenPendingIsReadOnceApplied(t *testing.T) {
+	node, err := state.Open(context.Background(), state.Options{Dir: filepath.Join(t.TempDir(), "state"), Projectors: Projectors(), ProjectionWait: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Close() })
+	s := NewStore(node)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := s.Baseline(ctx, []string{"weather"})
+	if err != nil || b.Upgraded {
+		t.Fatalf("baseline %+v, %v", b, err)
+	}
+	if _, found, err := s.baseline(); err != nil || !found {
+		t.Fatalf("the baseline is not in the projection: %v %v", found, err)
+	}
+}
