@@ -251,6 +251,8 @@ func deliverAnswer(t *sessionTable, data []byte) {
 // put writes s's record, marking when, so the next POST knows when to
 // renew it.
 func (fs *fleetSessions) put(ctx context.Context, s *opSession) {
+	ctx, cancel := context.WithTimeout(ctx, sessionWait)
+	defer cancel()
 	s.mu.Lock()
 	rec := s.rec
 	s.mu.Unlock()
@@ -283,7 +285,13 @@ func (fs *fleetSessions) renew(ctx context.Context, s *opSession) {
 }
 
 // remove drops a session's record: its client ended it.
+//
+// Bounded like every read and write of the records (sessionWait): the
+// request's own context has no deadline, and a bucket electing a leader
+// after a node's death held a client's DELETE with it for good.
 func (fs *fleetSessions) remove(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(ctx, sessionWait)
+	defer cancel()
 	e, err := fs.b.Get(ctx, id)
 	if err == nil {
 		err = fs.b.Delete(ctx, id, e.Revision)
@@ -294,8 +302,8 @@ func (fs *fleetSessions) remove(ctx context.Context, id string) {
 	}
 }
 
-// sessionWait bounds reading a session's record: the bucket answers in
-// milliseconds, or is electing a leader.
+// sessionWait bounds reading or writing a session's record: the bucket
+// answers in milliseconds, or is electing a leader.
 const sessionWait = 5 * time.Second
 
 // adopt makes the session a request names one this node serves, if the
