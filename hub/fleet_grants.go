@@ -2,15 +2,13 @@ package hub
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/crewlet/hub/hub/grants"
+	"github.com/crewlet/hub/servers/seal"
 	"github.com/crewlet/hub/servers/state"
 )
 
@@ -59,8 +57,8 @@ const grantsPendingBucket = "CREWLET_OAUTH_PENDING"
 // values (a PKCE verifier, a client's secret) are sealed under the
 // fleet's grants key, bound to their state.
 type fleetPending struct {
-	b    *state.TTLBucket
-	aead cipher.AEAD
+	b   *state.TTLBucket
+	box *seal.Box
 }
 
 func newFleetPending(ctx context.Context, f *Fleet, key []byte) (*fleetPending, error) {
@@ -68,25 +66,21 @@ func newFleetPending(ctx context.Context, f *Fleet, key []byte) (*fleetPending, 
 	if err != nil {
 		return nil, err
 	}
-	block, err := aes.NewCipher(key)
+	box, err := seal.New(key)
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &fleetPending{b: b, aead: aead}, nil
+	return &fleetPending{b: b, box: box}, nil
 }
 
 func pendingBinding(state string) []byte { return []byte("crewlet oauth pending\x00" + state) }
 
 func (p *fleetPending) Put(ctx context.Context, st string, value []byte, ttl time.Duration) error {
-	nonce := make([]byte, p.aead.NonceSize(), p.aead.NonceSize()+len(value)+p.aead.Overhead())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := p.box.Seal(value, pendingBinding(st))
+	if err != nil {
 		return err
 	}
-	return p.b.Put(ctx, st, p.aead.Seal(nonce, nonce, value, pendingBinding(st)), ttl)
+	return p.b.Put(ctx, st, sealed, ttl)
 }
 
 func (p *fleetPending) Get(ctx context.Context, st string) ([]byte, uint64, error) {
@@ -97,11 +91,7 @@ func (p *fleetPending) Get(ctx context.Context, st string) ([]byte, uint64, erro
 	if err != nil {
 		return nil, 0, err
 	}
-	n := p.aead.NonceSize()
-	if len(e.Value) < n {
-		return nil, 0, grants.ErrUnknownState
-	}
-	plain, err := p.aead.Open(nil, e.Value[:n], e.Value[n:], pendingBinding(st))
+	plain, err := p.box.Open(e.Value, pendingBinding(st))
 	if err != nil {
 		return nil, 0, grants.ErrUnknownState
 	}

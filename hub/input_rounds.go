@@ -3,8 +3,6 @@ package hub
 import (
 	"bytes"
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -15,6 +13,7 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/sanitize"
 	"github.com/crewlet/hub/servers/rawjson"
+	"github.com/crewlet/hub/servers/seal"
 	"github.com/crewlet/hub/servers/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -82,11 +81,11 @@ const sealedStatePrefix = "crewlet-state-1."
 type stateSeal struct {
 	key  []byte
 	once sync.Once
-	aead cipher.AEAD
+	box  *seal.Box
 	err  error
 }
 
-func (s *stateSeal) cipher() (cipher.AEAD, error) {
+func (s *stateSeal) cipher() (*seal.Box, error) {
 	s.once.Do(func() {
 		key := s.key
 		if key == nil {
@@ -95,13 +94,9 @@ func (s *stateSeal) cipher() (cipher.AEAD, error) {
 				return
 			}
 		}
-		var block cipher.Block
-		if block, s.err = aes.NewCipher(key); s.err != nil {
-			return
-		}
-		s.aead, s.err = cipher.NewGCM(block)
+		s.box, s.err = seal.New(key)
 	})
-	return s.aead, s.err
+	return s.box, s.err
 }
 
 // stateBinding is what a sealed state is bound to, as additional data: the
@@ -145,15 +140,14 @@ func argsDigest(args json.RawMessage) [sha256.Size]byte {
 // keeps in it is the server's, and a secret in it never reaches the client
 // in any encoding.
 func (s *stateSeal) seal(caller authority.Caller, e Entry, args json.RawMessage, state string) (string, error) {
-	aead, err := s.cipher()
+	box, err := s.cipher()
 	if err != nil {
 		return "", err
 	}
-	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(state)+aead.Overhead())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := box.Seal([]byte(state), stateBinding(caller, e, args))
+	if err != nil {
 		return "", err
 	}
-	sealed := aead.Seal(nonce, nonce, []byte(state), stateBinding(caller, e, args))
 	return sealedStatePrefix + base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
@@ -161,7 +155,7 @@ func (s *stateSeal) seal(caller authority.Caller, e Entry, args json.RawMessage,
 // server's own; ok is false for anything the hub did not seal for this
 // caller and this tool.
 func (s *stateSeal) open(caller authority.Caller, e Entry, args json.RawMessage, sealed string) (state string, ok bool) {
-	aead, err := s.cipher()
+	box, err := s.cipher()
 	if err != nil {
 		return "", false
 	}
@@ -170,11 +164,10 @@ func (s *stateSeal) open(caller authority.Caller, e Entry, args json.RawMessage,
 		return "", false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(enc)
-	if err != nil || len(raw) < aead.NonceSize() {
+	if err != nil {
 		return "", false
 	}
-	n := aead.NonceSize()
-	plain, err := aead.Open(nil, raw[:n], raw[n:], stateBinding(caller, e, args))
+	plain, err := box.Open(raw, stateBinding(caller, e, args))
 	if err != nil {
 		return "", false
 	}

@@ -9,8 +9,6 @@
 package secrets
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -23,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/crewlet/hub/servers/atomicfile"
+	"github.com/crewlet/hub/servers/seal"
 )
 
 // MaxValueBytes bounds one secret. A value is stored whole or refused, never
@@ -41,7 +40,7 @@ const (
 type Store struct {
 	dir  string
 	file string
-	aead cipher.AEAD
+	box  *seal.Box
 
 	mu     sync.RWMutex
 	sealed map[string]string // name -> base64(nonce || ciphertext)
@@ -64,15 +63,11 @@ func open(dir, file string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	block, err := aes.NewCipher(key)
+	box, err := seal.New(key)
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{dir: dir, file: file, aead: aead, sealed: map[string]string{}}
+	s := &Store{dir: dir, file: file, box: box, sealed: map[string]string{}}
 	b, err := os.ReadFile(filepath.Join(dir, file))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -126,13 +121,12 @@ func (s *Store) Set(name, value string) error {
 	if len(value) > MaxValueBytes {
 		return fmt.Errorf("the value is %d bytes; a secret holds at most %d", len(value), MaxValueBytes)
 	}
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return err
-	}
 	// The name is bound in as additional data, so a sealed value cannot be
 	// moved under another name.
-	sealed := s.aead.Seal(nonce, nonce, []byte(value), []byte(name))
+	sealed, err := s.box.Seal([]byte(value), []byte(name))
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	next := make(map[string]string, len(s.sealed)+1)
@@ -185,11 +179,10 @@ func (s *Store) Lookup(name string) (string, bool) {
 		return "", false
 	}
 	raw, err := base64.StdEncoding.DecodeString(enc)
-	if err != nil || len(raw) < s.aead.NonceSize() {
+	if err != nil {
 		return "", false
 	}
-	n := s.aead.NonceSize()
-	plain, err := s.aead.Open(nil, raw[:n], raw[n:], []byte(name))
+	plain, err := s.box.Open(raw, []byte(name))
 	if err != nil {
 		return "", false
 	}

@@ -2,8 +2,6 @@ package state
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crewlet/hub/servers/seal"
 )
 
 // FleetKeys are the secrets every node of a fleet signs and seals with —
@@ -33,7 +33,7 @@ import (
 // memory.
 type FleetKeys struct {
 	kv   jetstream.KeyValue
-	wrap cipher.AEAD
+	wrap *seal.Box
 
 	mu   sync.Mutex
 	keys map[string][]byte
@@ -68,11 +68,7 @@ func (l *JetStreamLog) OpenFleetKeys(ctx context.Context, secret string) (*Fleet
 	if err != nil {
 		return nil, err
 	}
-	block, err := aes.NewCipher(wrapKey)
-	if err != nil {
-		return nil, err
-	}
-	wrap, err := cipher.NewGCM(block)
+	wrap, err := seal.New(wrapKey)
 	if err != nil {
 		return nil, err
 	}
@@ -108,13 +104,12 @@ func (k *FleetKeys) load(ctx context.Context, name string) ([]byte, error) {
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, k.wrap.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := k.wrap.Seal(fresh, []byte(name))
+	if err != nil {
 		return nil, err
 	}
-	sealed := k.wrap.Seal(nonce, nonce, fresh, []byte(name))
 	var key []byte
-	err := untilReady(ctx, func(ctx context.Context) error {
+	err = untilReady(ctx, func(ctx context.Context) error {
 		if _, err := k.kv.Create(ctx, name, sealed); err == nil {
 			key = fresh
 			return nil
@@ -125,12 +120,7 @@ func (k *FleetKeys) load(ctx context.Context, name string) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		v := e.Value()
-		n := k.wrap.NonceSize()
-		if len(v) < n {
-			return fmt.Errorf("%w: %s", ErrFleetKeyUnreadable, name)
-		}
-		key, err = k.wrap.Open(nil, v[:n], v[n:], []byte(name))
+		key, err = k.wrap.Open(e.Value(), []byte(name))
 		if err != nil {
 			return fmt.Errorf("%w: %s", ErrFleetKeyUnreadable, name)
 		}

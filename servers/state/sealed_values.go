@@ -2,14 +2,13 @@ package state
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/crewlet/hub/servers/seal"
 )
 
 // SealedValues is a durable key-value bucket beside the log whose values
@@ -25,7 +24,7 @@ import (
 // concurrent use and owns no goroutine.
 type SealedValues struct {
 	kv     jetstream.KeyValue
-	aead   cipher.AEAD
+	box    *seal.Box
 	bucket string
 }
 
@@ -36,11 +35,7 @@ const valuesWait = 15 * time.Second
 // OpenSealedValues opens (or creates) the named bucket, sealing under key
 // (32 bytes). A fleet still forming is waited for, within ctx.
 func (l *JetStreamLog) OpenSealedValues(ctx context.Context, bucket string, key []byte) (*SealedValues, error) {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
+	box, err := seal.New(key)
 	if err != nil {
 		return nil, err
 	}
@@ -58,16 +53,15 @@ func (l *JetStreamLog) OpenSealedValues(ctx context.Context, bucket string, key 
 	if err != nil {
 		return nil, fmt.Errorf("state: the %s bucket: %w", bucket, err)
 	}
-	return &SealedValues{kv: kv, aead: aead, bucket: bucket}, nil
+	return &SealedValues{kv: kv, box: box, bucket: bucket}, nil
 }
 
 // Set seals value under name, over whatever it held.
 func (s *SealedValues) Set(name, value string) error {
-	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(value)+s.aead.Overhead())
-	if _, err := rand.Read(nonce); err != nil {
+	sealed, err := s.box.Seal([]byte(value), []byte(name))
+	if err != nil {
 		return err
 	}
-	sealed := s.aead.Seal(nonce, nonce, []byte(value), []byte(name))
 	ctx, cancel := context.WithTimeout(context.Background(), valuesWait)
 	defer cancel()
 	if _, err := s.kv.Put(ctx, name, sealed); err != nil {
@@ -86,12 +80,7 @@ func (s *SealedValues) Lookup(name string) (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	v := e.Value()
-	n := s.aead.NonceSize()
-	if len(v) < n {
-		return "", false
-	}
-	plain, err := s.aead.Open(nil, v[:n], v[n:], []byte(name))
+	plain, err := s.box.Open(e.Value(), []byte(name))
 	if err != nil {
 		return "", false
 	}
