@@ -20,22 +20,29 @@ import (
 // and an Origin, when a browser sends one, a loopback or allowed origin.
 func (f *operator) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Neither the log nor the answer repeats the refused value: it is
-		// the stranger's to choose, and can be most of a megabyte.
-		if !f.hostAllowed(r.Host) {
-			f.refusals.note(slog.LevelWarn, "operator_request_refused", "host not allowed",
-				"host_bytes", len(r.Host), "path", clip(r.URL.Path), "remote", r.RemoteAddr)
-			http.Error(w, "Forbidden: this hub does not answer to the Host this request names; reach it by a loopback address or a name it was told to allow.", http.StatusForbidden)
-			return
+		if f.guarded(w, r) {
+			next.ServeHTTP(w, r)
 		}
-		if o := r.Header.Get("Origin"); o != "" && !f.originAllowed(o) {
-			f.refusals.note(slog.LevelWarn, "operator_request_refused", "origin not allowed",
-				"origin_bytes", len(o), "path", clip(r.URL.Path), "remote", r.RemoteAddr)
-			http.Error(w, "Forbidden: this hub does not answer to pages of the Origin this request comes from; only loopback and allowed origins may call it.", http.StatusForbidden)
-			return
-		}
-		next.ServeHTTP(w, r)
 	})
+}
+
+// guarded applies guard to one request: false once it has refused it.
+func (f *operator) guarded(w http.ResponseWriter, r *http.Request) bool {
+	// Neither the log nor the answer repeats the refused value: it is
+	// the stranger's to choose, and can be most of a megabyte.
+	if !f.hostAllowed(r.Host) {
+		f.refusals.note(slog.LevelWarn, "operator_request_refused", "host not allowed",
+			"host_bytes", len(r.Host), "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+		http.Error(w, "Forbidden: this hub does not answer to the Host this request names; reach it by a loopback address or a name it was told to allow.", http.StatusForbidden)
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && !f.originAllowed(o) {
+		f.refusals.note(slog.LevelWarn, "operator_request_refused", "origin not allowed",
+			"origin_bytes", len(o), "path", clip(r.URL.Path), "remote", r.RemoteAddr)
+		http.Error(w, "Forbidden: this hub does not answer to pages of the Origin this request comes from; only loopback and allowed origins may call it.", http.StatusForbidden)
+		return false
+	}
+	return true
 }
 
 func (f *operator) hostAllowed(host string) bool {
@@ -94,40 +101,41 @@ func isLoopbackHost(hostport string) bool {
 // a session id is never accepted in place of a credential.
 func (f *operator) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fields := strings.Fields(r.Header.Get("Authorization"))
-		ref := &oauth.Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token"}
-		if len(fields) == 2 && strings.EqualFold(fields[0], "bearer") {
-			// The credential is read first, always: one that verifies is
-			// never refused by the throttle, whatever else came from its
-			// address (issue 36 finding 2).
-			p, refused := f.verifyBearer(r.Context(), r, fields[1])
-			if refused == nil {
-				// Counted against the credential while it is served
-				// (caps.go); past its cap, answered 429 at once.
-				done, ok := f.servingRequest(w, p)
-				if !ok {
-					return
-				}
-				defer done()
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)))
-				return
-			}
-			// A credential that is no credential counts; one that is
-			// good but not enough (a scope), or a provider that cannot
-			// be asked, is no guess.
-			if refused.Status == http.StatusUnauthorized {
-				if wait, over := f.wrong.Failed(throttle.Source(r), authority.Digest(fields[1])); over {
-					f.refusals.note(slog.LevelInfo, "operator_auth_refused", "too many wrong credentials from this address", "path", clip(r.URL.Path), "remote", r.RemoteAddr, "status", http.StatusTooManyRequests)
-					throttle.RefuseWrong(w, refused.Reason, wait)
-					return
-				}
-			}
-			ref = refused
+		if r = f.authenticated(w, r); r != nil {
+			next.ServeHTTP(w, r)
 		}
-		// The presented token is never logged, not even in part; the
-		// refusals are sampled, since anyone can send them.
-		f.refuseBearer(w, r, ref)
 	})
+}
+
+// authenticated applies authenticate to one request: the request carrying
+// its principal, or nil once it has refused it.
+func (f *operator) authenticated(w http.ResponseWriter, r *http.Request) *http.Request {
+	fields := strings.Fields(r.Header.Get("Authorization"))
+	ref := &oauth.Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token"}
+	if len(fields) == 2 && strings.EqualFold(fields[0], "bearer") {
+		// The credential is read first, always: one that verifies is
+		// never refused by the throttle, whatever else came from its
+		// address (issue 36 finding 2).
+		p, refused := f.verifyBearer(r.Context(), r, fields[1])
+		if refused == nil {
+			return r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+		}
+		// A credential that is no credential counts; one that is
+		// good but not enough (a scope), or a provider that cannot
+		// be asked, is no guess.
+		if refused.Status == http.StatusUnauthorized {
+			if wait, over := f.wrong.Failed(throttle.Source(r), authority.Digest(fields[1])); over {
+				f.refusals.note(slog.LevelInfo, "operator_auth_refused", "too many wrong credentials from this address", "path", clip(r.URL.Path), "remote", r.RemoteAddr, "status", http.StatusTooManyRequests)
+				throttle.RefuseWrong(w, refused.Reason, wait)
+				return nil
+			}
+		}
+		ref = refused
+	}
+	// The presented token is never logged, not even in part; the
+	// refusals are sampled, since anyone can send them.
+	f.refuseBearer(w, r, ref)
+	return nil
 }
 
 // maxTokenInfos bounds the SDK's views of principals kept.

@@ -227,7 +227,8 @@ func (t *sessionTable) endStream(s *opSession, served bool) {
 }
 
 // track registers a session's POSTs around next, holding its idle timer
-// off while they run; a DELETE the SDK answers with 204 has closed it.
+// off while they run; a DELETE the SDK answers with 204 has closed it. A
+// GET, the session's stream, is serveStream's (startStream, endStream).
 func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
 	s := t.get(r.Header.Get("Mcp-Session-Id"))
 
@@ -241,11 +242,6 @@ func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(h
 			t.fleet.renew(r.Context(), s)
 		}
 		next(w, r)
-	case r.Method == http.MethodGet:
-		t.startStream(s)
-		sw := &statusWriter{ResponseWriter: w}
-		defer func() { t.endStream(s, sw.status == http.StatusOK) }()
-		next(sw, r)
 	case r.Method == http.MethodDelete:
 		sw := &statusWriter{ResponseWriter: w}
 		next(sw, r)
