@@ -4,7 +4,7 @@
 // what an idle session holds.
 //
 //	crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--revisions 2025-11-25,2026-07-28] [--sections forward,first-party,tracker,idle]
-//	crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s]
+//	crewlet-load soak [--hub-binary PATH] [--idle-sessions 8000] [--active 2000] [--rate 100] [--duration 10m] [--interval 1m] [--session-idle 1m]
 //	crewlet-load fleet [--hub-binary PATH] [--layouts 1,3x3,3x1] [--duration 10s] [--sessions 64] [--write-sessions 64]
 //	crewlet-load echo-server (--stdio | --http ADDR)
 //	crewlet-load relay --to URL [--listen ADDR]
@@ -26,7 +26,9 @@ const usage = `usage:
   crewlet-load run [--hub-binary PATH] [--duration 10s] [--sessions 1,8,64] [--revisions 2025-11-25,2026-07-28]
                    [--sections forward,first-party,tracker,idle] [--write-sessions 64] [--list-sessions 16] [--idle-sessions 1000]
                    [--rounds 1] [--hub-env K=V]... [--max-calls N] [--profile DIR] [--keep]
-  crewlet-load soak [--hub-binary PATH] [--duration 5m] [--sessions 64] [--idle 30s] [--call-timeout 30s] [--keep]
+  crewlet-load soak [--hub-binary PATH] [--idle-sessions 8000] [--active 2000] [--rate 100] [--duration 10m] [--interval 1m]
+                    [--warmup 2m] [--baseline 1m] [--baseline-sessions 64] [--clients-per-token 32] [--session-idle 1m]
+                    [--call-timeout 30s] [--keep]
   crewlet-load fleet [--hub-binary PATH] [--layouts 1,3x3,3x1] [--duration 10s] [--sessions 64] [--write-sessions 64]
                      [--revision 2026-07-28] [--rounds 1] [--keep]
   crewlet-load echo-server (--stdio | --http ADDR)

@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,23 +15,26 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// The soak: many sessions of mixed reads and writes against the hub and its
-// native tracker for minutes, then a rest, to tell whether a node grows with
-// time rather than with its data. It prints the hub's resident memory,
-// goroutines, open files and processes at the start, at the end of the load
-// and after the rest; what the closing rows show beyond the items written
-// is growth.
+// The soak: thousands of clients on one hub for minutes, idle and busy
+// together, both revisions. Idle 2025-11-25 sessions hold nothing but
+// their event stream; active callers, half 2025-11-25 and half
+// 2026-07-28, call at a fixed total rate: forwarded calls to a go-sdk echo
+// over HTTP, the native tracker's reads and writes. It prints, for every
+// --interval, each kind's calls answered, refused and failed with p50, p99
+// and max latency, and the hub's resident memory, goroutines, open files
+// and sessions; then every client leaves at once (no DELETE: their
+// connections close and they never come back), and the hub's memory is
+// read again once it has reclaimed every session. Before it, for the
+// comparison, --baseline-sessions callers alone call at the same rate.
 
-// soakTool is one kind of call in the mix, and how often it is made.
+// soakTool is one tool in the mix, its kind, and how often it is called.
 type soakTool struct {
 	name   string
+	kind   string
 	weight int
 	args   func(s *soakState, r *rand.Rand) map[string]any
 }
@@ -65,19 +67,20 @@ func (s *soakState) pick(r *rand.Rand) string {
 	return s.keys[r.IntN(len(s.keys))]
 }
 
-// soakMix: reads dominate, as they do for people and agents alike; writes
-// file items and comment on them; one call in twenty goes to a third-party
-// server (a stdio child), so that path soaks too.
+// soakMix: half the calls are forwarded to the HTTP echo, as an
+// assistant's calls to a vendor's server go; reads dominate the rest, as
+// they do for people and agents alike; writes file items and comment on
+// them.
 var soakMix = []soakTool{
-	{"list_work_items", 40, func(*soakState, *rand.Rand) map[string]any { return map[string]any{"limit": 20} }},
-	{"get_work_item", 25, func(s *soakState, r *rand.Rand) map[string]any { return map[string]any{"key": s.pick(r)} }},
-	{"create_work_item", 15, func(_ *soakState, r *rand.Rand) map[string]any {
+	{hubHTTPTool, kindForward, 50, func(*soakState, *rand.Rand) map[string]any { return map[string]any{"text": echoText} }},
+	{"list_work_items", kindRead, 20, func(*soakState, *rand.Rand) map[string]any { return map[string]any{"limit": 20} }},
+	{"get_work_item", kindRead, 15, func(s *soakState, r *rand.Rand) map[string]any { return map[string]any{"key": s.pick(r)} }},
+	{"create_work_item", kindWrite, 10, func(_ *soakState, r *rand.Rand) map[string]any {
 		return map[string]any{"title": fmt.Sprintf("soak item %d", r.Uint32()), "description": "filed by crewlet-load soak"}
 	}},
-	{"comment_on_work_item", 15, func(s *soakState, r *rand.Rand) map[string]any {
+	{"comment_on_work_item", kindWrite, 5, func(s *soakState, r *rand.Rand) map[string]any {
 		return map[string]any{"key": s.pick(r), "body": fmt.Sprintf("soak comment %d", r.Uint32())}
 	}},
-	{hubStdioTool, 5, func(*soakState, *rand.Rand) map[string]any { return map[string]any{"text": echoText} }},
 }
 
 func pickTool(r *rand.Rand) soakTool {
@@ -95,30 +98,49 @@ func pickTool(r *rand.Rand) soakTool {
 	return soakMix[0]
 }
 
-// sample is the hub's footprint at one moment.
-type sample struct {
-	label      string
-	rssKiB     int64
-	goroutines int
-	heapMiB    float64
-	sessions   int
-	files      int
-	procs      int
+type soakFlags struct {
+	hubBin                                string
+	idle, active, baselineSessions, group int
+	rate                                  float64
+	duration, interval, warmup, baseline  time.Duration
+	sessionIdle, callTimeout              time.Duration
+	keep                                  bool
+}
+
+func parseSoak(args []string) (soakFlags, error) {
+	var f soakFlags
+	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
+	fs.StringVar(&f.hubBin, "hub-binary", "", "the crewlet binary; found as for run if empty")
+	fs.IntVar(&f.idle, "idle-sessions", 8000, "idle 2025-11-25 sessions, each holding its event stream")
+	fs.IntVar(&f.active, "active", 2000, "active callers, half on 2025-11-25 (with their event streams), half on 2026-07-28")
+	fs.Float64Var(&f.rate, "rate", 100, "calls per second, all active callers together")
+	fs.DurationVar(&f.duration, "duration", 10*time.Minute, "how long the active callers call")
+	fs.DurationVar(&f.interval, "interval", time.Minute, "one line of figures per interval")
+	fs.DurationVar(&f.warmup, "warmup", 2*time.Minute, "the start of the load left out of the growth and the p99 compared with the baseline")
+	fs.DurationVar(&f.baseline, "baseline", time.Minute, "how long --baseline-sessions callers call alone, at --rate, before the idle clients come (0: no baseline)")
+	fs.IntVar(&f.baselineSessions, "baseline-sessions", 64, "callers of the baseline (half on each revision)")
+	fs.IntVar(&f.group, "clients-per-token", 32, "clients sharing one credential (under the hub's caps per credential)")
+	fs.DurationVar(&f.sessionIdle, "session-idle", 30*time.Minute, "the hub's --session-idle: how long a session no request uses is kept, its stream open or not (longer than the soak, or the idle clients' sessions end during it); a session whose client left is reclaimed within the hub's grace, at most this")
+	fs.DurationVar(&f.callTimeout, "call-timeout", 30*time.Second, "bound on one call")
+	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory (company file, hub log, data)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return f, fmt.Errorf("soak takes flags only; %q is not one", fs.Arg(0))
+	case f.idle < 0 || f.active < 1 || f.baselineSessions < 1 || f.group < 1:
+		return f, errors.New("--idle-sessions at least 0; --active, --baseline-sessions and --clients-per-token at least 1")
+	case f.rate <= 0 || f.duration <= 0 || f.interval <= 0 || f.sessionIdle <= 0 || f.callTimeout <= 0:
+		return f, errors.New("--rate, --duration, --interval, --session-idle and --call-timeout must be positive")
+	}
+	return f, nil
 }
 
 func soak(ctx context.Context, args []string) (err error) {
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	hubBin := fs.String("hub-binary", "", "the crewlet binary; found as for run if empty")
-	duration := fs.Duration("duration", 5*time.Minute, "how long the sessions call")
-	sessions := fs.Int("sessions", 64, "how many client sessions call at once (half 2025-11-25, half 2026-07-28)")
-	idle := fs.Duration("idle", 30*time.Second, "how long the hub rests after the load before the last sample")
-	callTimeout := fs.Duration("call-timeout", 30*time.Second, "bound on one call")
-	keep := fs.Bool("keep", false, "keep the temporary directory (company file, hub log, data)")
-	if err := fs.Parse(args); err != nil {
+	f, err := parseSoak(args)
+	if err != nil {
 		return err
-	}
-	if *sessions < 1 || *sessions > 1024 {
-		return errors.New("--sessions: from 1 to 1024")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -129,23 +151,37 @@ func soak(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	defer func() {
-		if *keep || (err != nil && ctx.Err() == nil) {
+		if f.keep || (err != nil && ctx.Err() == nil) {
 			fmt.Fprintf(os.Stderr, "crewlet-load: kept %s (company.yaml, hub.log, data)\n", tmp)
 			return
 		}
 		_ = os.RemoveAll(tmp)
 	}()
-	bin := *hubBin
+	bin := f.hubBin
 	if bin == "" {
 		if bin, err = findHub(ctx, self, tmp); err != nil {
 			return err
 		}
 	}
-	var raw [16]byte
-	_, _ = crand.Read(raw[:])
-	token := hex.EncodeToString(raw[:])
+	echo, echoAddr, err := startServer("echo server", self, "echo-server", "--http", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer echo.stop(5 * time.Second)
+
+	// Clients k*group .. k*group+group-1 present token k; the baseline's
+	// callers are clients of their own, numbered after the rest.
+	clients := f.idle + f.active + f.baselineSessions
+	tokens := make([]string, (clients+f.group-1)/f.group)
+	hubEnv := os.Environ()
+	for k := range tokens {
+		var raw [16]byte
+		_, _ = crand.Read(raw[:])
+		tokens[k] = hex.EncodeToString(raw[:])
+		hubEnv = append(hubEnv, fmt.Sprintf("%s_%d=%s", tokenVar, k, tokens[k]))
+	}
 	cfg := filepath.Join(tmp, "company.yaml")
-	if err := os.WriteFile(cfg, []byte(soakCompany(self)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(soakCompany("http://"+echoAddr+"/mcp", len(tokens))), 0o600); err != nil {
 		return err
 	}
 	logf, err := os.Create(filepath.Join(tmp, "hub.log"))
@@ -154,8 +190,11 @@ func soak(ctx context.Context, args []string) (err error) {
 	}
 	defer logf.Close()
 	data := filepath.Join(tmp, "data")
-	hubCmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", cfg)
-	hubCmd.Env = append(os.Environ(), tokenVar+"="+token)
+	// Room for every client's connections: an event stream each, a call
+	// each, and the hub's own.
+	hubCmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--config", cfg,
+		"--session-idle", f.sessionIdle.String(), "--max-conns", strconv.Itoa(2*clients+1024))
+	hubCmd.Env = hubEnv
 	hubCmd.Stdout, hubCmd.Stderr = logf, logf
 	hub, err := startProc("hub", hubCmd)
 	if err != nil {
@@ -175,245 +214,195 @@ func soak(ctx context.Context, args []string) (err error) {
 		return fmt.Errorf("hub: %w; its log is %s", err, logf.Name())
 	}
 	base := "http://" + hubAddr
-	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: 90 * time.Second}
-	defer tr.CloseIdleConnections()
-	if err := waitTools(ctx, base+"/operator/mcp", token, tr, 30*time.Second, "create_work_item", hubStdioTool); err != nil {
+	url := base + "/operator/mcp"
+	// The soak's own reads of the hub go on connections of their own,
+	// which stay when the clients leave.
+	own := &http.Transport{MaxIdleConnsPerHost: 4}
+	defer own.CloseIdleConnections()
+	if err := waitTools(ctx, url, tokens[0], own, 30*time.Second, "create_work_item", hubHTTPTool); err != nil {
 		return fmt.Errorf("hub: %w; its log is %s", err, logf.Name())
 	}
-	hc := &http.Client{Transport: bearerRT{token, tr}}
+	hc := &http.Client{Transport: bearerRT{tokens[0], own}}
 	pid := hub.cmd.Process.Pid
-	fmt.Printf("crewlet-load soak: %d sessions for %s, then %s idle; hub pid %d (%s)\n", *sessions, *duration, *idle, pid, bin)
+
+	dialer := newLeavingDialer()
+	tr := &http.Transport{DialContext: dialer.DialContext, MaxIdleConnsPerHost: clients + 64, IdleConnTimeout: 90 * time.Second}
+	defer tr.CloseIdleConnections()
+	sc := soakClients{url: url, tr: tr, tokenOf: func(k int) string { return tokens[k/f.group] }}
+	st := &soakState{}
+	rec := newCallLog()
+	loadAvg := func() string {
+		b, _ := os.ReadFile("/proc/loadavg")
+		return strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	out := soakOut
+	fmt.Fprintf(out, "crewlet-load soak: %d idle 2025-11-25 sessions, %d active callers at %.0f calls/s for %s (baseline: %d callers for %s), session idle %s; hub pid %d (%s); load average %s\n",
+		f.idle, f.active, f.rate, f.duration, f.baselineSessions, f.baseline, f.sessionIdle, pid, bin, loadAvg())
 
 	var samples []sample
-	take := func(label string) error {
-		s, err := sampleHub(ctx, label, pid, base, hc)
+	take := func(label string, gc bool) (sample, error) {
+		s, err := sampleHub(ctx, label, pid, base, hc, gc)
+		if err != nil {
+			return s, err
+		}
+		samples = append(samples, s)
+		if !gc {
+			return s, nil // a window's sample, printed on its line
+		}
+		fmt.Fprintf(out, "  %-36s rss %7.1f MiB  heap %7.1f MiB  goroutines %6d  sessions %6d  open files %6d  processes %d\n",
+			s.label, float64(s.rssKiB)/1024, s.heapMiB, s.goroutines, s.sessions, s.files, s.procs)
+		return s, nil
+	}
+	if _, err := take("start (after a collection)", true); err != nil {
+		return err
+	}
+
+	// The baseline: its callers alone, at the same rate.
+	var baseline *window
+	if f.baseline > 0 {
+		ss, err := sc.open(ctx, f.idle+f.active, f.baselineSessions, alternate)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		bctx, cancel := context.WithTimeout(ctx, f.baseline)
+		callAtRate(bctx, ss, f.rate, f.callTimeout, st, rec)
+		cancel()
+		closeSessions(ss)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		baseline = rec.cut()
+		fmt.Fprintf(out, "  baseline, %d callers and no idle clients, %s:\n", f.baselineSessions, f.baseline)
+		printWindowHeader(out)
+		s, err := take("end of baseline", false)
 		if err != nil {
 			return err
 		}
-		samples = append(samples, s)
-		fmt.Printf("  %-28s rss %6.1f MiB  heap %6.1f MiB  goroutines %5d  sessions %4d  open files %4d  processes %d\n",
-			s.label, float64(s.rssKiB)/1024, s.heapMiB, s.goroutines, s.sessions, s.files, s.procs)
-		return nil
-	}
-	if err := take("start"); err != nil {
-		return err
+		printWindow(out, "base", baseline, s)
 	}
 
-	st := &soakState{}
-	var calls, failed atomic.Int64
-	var perTool sync.Map // name -> *atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
-	runCtx, cancel := context.WithTimeout(ctx, *duration)
-	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "crewlet-soak", Version: "0"}, nil)
-	var wg sync.WaitGroup
-	var open []*mcp.ClientSession
-	var openMu sync.Mutex
-	for k := range *sessions {
-		version := "2025-11-25"
-		if k%2 == 1 {
-			version = "2026-07-28"
+	before, err := take("before the clients (after a collection)", true)
+	if err != nil {
+		return err
+	}
+	idle, err := sc.open(ctx, 0, f.idle, only2025)
+	if err != nil {
+		return fmt.Errorf("idle sessions: %w", err)
+	}
+	idleOpen, err := take(fmt.Sprintf("%d idle open (after a collection)", f.idle), true)
+	if err != nil {
+		return err
+	}
+	active, err := sc.open(ctx, f.idle, f.active, alternate)
+	if err != nil {
+		closeSessions(idle)
+		return fmt.Errorf("active callers: %w", err)
+	}
+	allOpen, err := take(fmt.Sprintf("%d clients open (after a collection)", f.idle+f.active), true)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  client connections open: %d\n", dialer.open())
+
+	// The load, a line per interval.
+	total := newWindow()
+	steady := newWindow() // past the warm-up
+	var steadyFrom *sample
+	printWindowHeader(out)
+	lctx, cancel := context.WithTimeout(ctx, f.duration)
+	called := make(chan struct{})
+	go func() {
+		defer close(called)
+		callAtRate(lctx, active, f.rate, f.callTimeout, st, rec)
+	}()
+	began := time.Now()
+	tick := time.NewTicker(f.interval)
+	maxFiles := 0
+	for n := 1; ; n++ {
+		done := false
+		select {
+		case <-tick.C:
+		case <-called:
+			done = true
 		}
-		cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
-		cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: base + "/operator/mcp", HTTPClient: hc},
-			&mcp.ClientSessionOptions{ProtocolVersion: version})
-		ccancel()
+		w := rec.cut()
+		total.merge(w)
+		elapsed := time.Since(began)
+		s, err := take(fmt.Sprintf("after %s", elapsed.Round(time.Second)), false)
 		if err != nil {
 			cancel()
-			wg.Wait()
-			closeAll(open)
-			return fmt.Errorf("session %d (%s): %w", k, version, err)
+			<-called
+			return err
 		}
-		openMu.Lock()
-		open = append(open, cs)
-		openMu.Unlock()
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(k), uint64(time.Now().UnixNano())))
-			for runCtx.Err() == nil {
-				tool := pickTool(r)
-				cctx, ccancel := context.WithTimeout(ctx, *callTimeout)
-				res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool.name, Arguments: tool.args(st, r)})
-				ccancel()
-				calls.Add(1)
-				n, _ := perTool.LoadOrStore(tool.name, new(atomic.Int64))
-				n.(*atomic.Int64).Add(1)
-				switch {
-				case ctx.Err() != nil:
-					return
-				case err != nil:
-					failed.Add(1)
-					errOnce.Do(func() { firstErr = fmt.Errorf("%s: %w", tool.name, err) })
-				case res.IsError && tool.name != "get_work_item" && tool.name != "comment_on_work_item":
-					// A read or comment on a key not filed yet may be
-					// refused; anything else failing is a failure.
-					failed.Add(1)
-					errOnce.Do(func() { firstErr = fmt.Errorf("%s: %s", tool.name, textOfResult(res)) })
-				case tool.name == "create_work_item":
-					if key := keyOf(res); key != "" {
-						st.add(key)
-					}
-				}
-			}
-		})
-	}
-	progress := time.NewTicker(time.Minute)
-	defer progress.Stop()
-	waited := make(chan struct{})
-	go func() { wg.Wait(); close(waited) }()
-	began := time.Now()
-wait:
-	for {
-		select {
-		case <-waited:
-			break wait
-		case <-progress.C:
-			fmt.Printf("  %s: %d calls, %d failed, %d items\n", time.Since(began).Round(time.Second), calls.Load(), failed.Load(), st.count())
+		maxFiles = max(maxFiles, s.files)
+		if elapsed > f.warmup+f.interval/2 || done && steadyFrom == nil {
+			steady.merge(w)
+		}
+		if steadyFrom == nil && elapsed >= f.warmup-f.interval/2 {
+			steadyFrom = &s
+		}
+		printWindow(out, strconv.Itoa(n), w, s)
+		if done {
+			break
 		}
 	}
-	if ctx.Err() != nil {
-		closeAll(open)
-		return ctx.Err()
-	}
+	tick.Stop()
+	cancel()
 	elapsed := time.Since(began)
-	if err := take("end of load (sessions open)"); err != nil {
+	end := samples[len(samples)-1]
+
+	// Everyone leaves.
+	dialer.leave()
+	closeSessions(active)
+	closeSessions(idle)
+	tr.CloseIdleConnections()
+	took, err := waitReclaimed(ctx, base, hc, 2*f.sessionIdle+time.Minute)
+	if err != nil {
 		return err
 	}
-	closeAll(open)
-	tr.CloseIdleConnections()
-	select {
-	case <-time.After(*idle):
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	if err := take(fmt.Sprintf("after %s idle", *idle)); err != nil {
+	after, err := take(fmt.Sprintf("every session reclaimed, %s after leaving (after a collection)", took.Round(time.Second)), true)
+	if err != nil {
 		return err
 	}
 
-	fmt.Printf("  %d calls in %s (%.0f/s), %d failed; items filed: %d\n", calls.Load(), elapsed.Round(time.Second),
-		float64(calls.Load())/elapsed.Seconds(), failed.Load(), st.count())
-	var mix []string
-	for _, t := range soakMix {
-		if n, ok := perTool.Load(t.name); ok {
-			mix = append(mix, fmt.Sprintf("%s %d", t.name, n.(*atomic.Int64).Load()))
+	// The summary.
+	fmt.Fprintf(out, "\nsummary (load average %s):\n", loadAvg())
+	calls := 0
+	for _, k := range soakKinds {
+		r := total.row(k)
+		calls += r.answered + r.refused + r.failed
+		fmt.Fprintf(out, "  %-8s answered %d, refused %d (documented), failed %d; p50 %s ms, p99 %s ms, max %s ms\n",
+			k, r.answered, r.refused, r.failed, msText(r.p50), msText(r.p99), msText(r.peak))
+	}
+	fmt.Fprintf(out, "  %d calls in %s (%.1f/s); items filed %d\n", calls, elapsed.Round(time.Second), float64(calls)/elapsed.Seconds(), st.count())
+	for _, l := range total.outcomeLines() {
+		fmt.Fprintf(out, "  %s\n", l)
+	}
+	fw := steady.row(kindForward)
+	if baseline != nil {
+		b := baseline.row(kindForward)
+		ratio := "-"
+		if b.p99 > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(fw.p99)/float64(b.p99))
+		}
+		fmt.Fprintf(out, "  forwarded p99: %s ms past the warm-up with every client, %s ms with %d callers alone (ratio %s)\n",
+			msText(fw.p99), msText(b.p99), f.baselineSessions, ratio)
+	}
+	if f.idle > 0 {
+		fmt.Fprintf(out, "  resident memory per idle session (%d open): %.1f KiB\n", f.idle, float64(idleOpen.rssKiB-before.rssKiB)/float64(f.idle))
+	}
+	fmt.Fprintf(out, "  resident memory per client (%d open): %.1f KiB\n", f.idle+f.active, float64(allOpen.rssKiB-before.rssKiB)/float64(f.idle+f.active))
+	if steadyFrom != nil && end.label != steadyFrom.label {
+		mins := elapsed.Minutes() - f.warmup.Minutes()
+		if mins > 0 {
+			fmt.Fprintf(out, "  growth past the warm-up: %+.1f MiB a minute (rss %.1f to %.1f MiB), goroutines %+d\n",
+				float64(end.rssKiB-steadyFrom.rssKiB)/1024/mins, float64(steadyFrom.rssKiB)/1024, float64(end.rssKiB)/1024, end.goroutines-steadyFrom.goroutines)
 		}
 	}
-	fmt.Printf("  mix: %s\n", strings.Join(mix, ", "))
-	if firstErr != nil {
-		fmt.Printf("  first failure: %v\n", firstErr)
-	}
-	if failed.Load() > calls.Load()/100 {
-		return fmt.Errorf("%d of %d calls failed", failed.Load(), calls.Load())
+	fmt.Fprintf(out, "  open files at most %d; after leaving: rss %.1f MiB (before the clients %.1f MiB), %d goroutines, %d sessions\n",
+		maxFiles, float64(after.rssKiB)/1024, float64(before.rssKiB)/1024, after.goroutines, after.sessions)
+	if n := total.failures(); n > 0 {
+		return fmt.Errorf("%d calls failed other than by a documented refusal", n)
 	}
 	return nil
-}
-
-// soakCompany: one administrator whose unit owns project SOAK, the native
-// tracker, and the echo server as a stdio child.
-func soakCompany(self string) string {
-	return fmt.Sprintf(`units:
-  - id: soak
-    name: Soak
-    project: SOAK
-    lead: load
-    roles:
-      - {name: Load, handle: load, kind: human, admin: true}
-api:
-  auth:
-    tokens:
-      - {id: load, token: "${%s}", seat: load}
-mcp_servers:
-  - name: echo_stdio
-    command: %q
-    args: [echo-server, --stdio]
-    tool_prefix: stdio_
-    trust: auto
-`, tokenVar, self)
-}
-
-// sampleHub reads the hub's footprint: resident memory, open files and its
-// processes (itself and every descendant) from /proc, goroutines, heap and
-// open sessions from its /debug/runtime route.
-func sampleHub(ctx context.Context, label string, pid int, base string, hc *http.Client) (sample, error) {
-	s := sample{label: label}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return s, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			s.rssKiB, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return s, err
-	}
-	s.files = len(fds)
-	s.procs = 1 + len(descendants(pid))
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/debug/runtime", nil)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return s, err
-	}
-	defer resp.Body.Close()
-	var row struct {
-		Goroutines       int    `json:"goroutines"`
-		HeapAllocBytes   uint64 `json:"heap_alloc_bytes"`
-		OperatorSessions int    `json:"operator_sessions"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&row); err != nil || resp.StatusCode != http.StatusOK {
-		return s, fmt.Errorf("GET /debug/runtime: %s %v", resp.Status, err)
-	}
-	s.goroutines, s.heapMiB, s.sessions = row.Goroutines, float64(row.HeapAllocBytes)/(1<<20), row.OperatorSessions
-	return s, nil
-}
-
-// descendants lists every process below pid.
-func descendants(pid int) []int {
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
-		for _, f := range tasks {
-			b, _ := os.ReadFile(f)
-			for _, field := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(field); err == nil {
-					out = append(out, n)
-					queue = append(queue, n)
-				}
-			}
-		}
-	}
-	return out
-}
-
-// keyOf reads the key a create_work_item answered.
-func keyOf(res *mcp.CallToolResult) string {
-	if res.IsError {
-		return ""
-	}
-	b, _ := json.Marshal(res.StructuredContent)
-	var v struct {
-		Key  string `json:"key"`
-		Item struct {
-			Key string `json:"key"`
-		} `json:"item"`
-	}
-	_ = json.Unmarshal(b, &v)
-	if v.Key != "" {
-		return v.Key
-	}
-	return v.Item.Key
-}
-
-func textOfResult(res *mcp.CallToolResult) string {
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			return t.Text
-		}
-	}
-	return ""
 }
