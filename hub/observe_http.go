@@ -27,14 +27,20 @@ func ObserveRequests(h http.Handler, obs ...RequestObserver) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := r.Context()
+		// A copy of the request only where an observer gave it a context
+		// of its own: the one h is given is held for as long as h runs,
+		// which for a 2025 session's event stream is the session's life.
+		inner := r
 		dones := make([]func(string, int), len(live))
 		for i, o := range live {
-			ctx, dones[i] = o.RequestStarted(r.WithContext(ctx))
+			var ctx context.Context
+			ctx, dones[i] = o.RequestStarted(inner)
+			if ctx != inner.Context() {
+				inner = inner.WithContext(ctx)
+			}
 		}
 		rw := &statusWriter{ResponseWriter: w}
 		// The mux records the pattern it chose on the request it is given.
-		inner := r.WithContext(ctx)
 		defer func() {
 			status := rw.status
 			if status == 0 {
