@@ -104,7 +104,7 @@ type soakFlags struct {
 	rate                                  float64
 	duration, interval, warmup, baseline  time.Duration
 	sessionIdle, callTimeout              time.Duration
-	keep                                  bool
+	keep, collect                         bool
 }
 
 func parseSoak(args []string) (soakFlags, error) {
@@ -122,6 +122,7 @@ func parseSoak(args []string) (soakFlags, error) {
 	fs.IntVar(&f.group, "clients-per-token", 32, "clients sharing one credential (under the hub's caps per credential)")
 	fs.DurationVar(&f.sessionIdle, "session-idle", 30*time.Minute, "the hub's --session-idle: how long a session no request uses is kept, its stream open or not (longer than the soak, or the idle clients' sessions end during it); a session whose client left is reclaimed within the hub's grace, at most this")
 	fs.DurationVar(&f.callTimeout, "call-timeout", 30*time.Second, "bound on one call")
+	fs.BoolVar(&f.collect, "collect", true, "read each interval's memory after a collection (live memory, so growth shows apart from the garbage the GC target lets pile up; the collection is the hub's, inside the measured window)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory (company file, hub log, data)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -240,20 +241,20 @@ func soak(ctx context.Context, args []string) (err error) {
 		f.idle, f.active, f.rate, f.duration, f.baselineSessions, f.baseline, f.sessionIdle, pid, bin, loadAvg())
 
 	var samples []sample
-	take := func(label string, gc bool) (sample, error) {
+	take := func(label string, gc, quiet bool) (sample, error) {
 		s, err := sampleHub(ctx, label, pid, base, hc, gc)
 		if err != nil {
 			return s, err
 		}
 		samples = append(samples, s)
-		if !gc {
+		if quiet {
 			return s, nil // a window's sample, printed on its line
 		}
-		fmt.Fprintf(out, "  %-36s rss %7.1f MiB  heap %7.1f MiB  goroutines %6d  sessions %6d  open files %6d  processes %d\n",
-			s.label, float64(s.rssKiB)/1024, s.heapMiB, s.goroutines, s.sessions, s.files, s.procs)
+		fmt.Fprintf(out, "  %-36s rss %7.1f MiB (anonymous %7.1f)  heap %7.1f MiB  goroutines %6d  sessions %6d  open files %6d  processes %d\n",
+			s.label, float64(s.rssKiB)/1024, float64(s.anonKiB)/1024, s.heapMiB, s.goroutines, s.sessions, s.files, s.procs)
 		return s, nil
 	}
-	if _, err := take("start (after a collection)", true); err != nil {
+	if _, err := take("start (after a collection)", true, false); err != nil {
 		return err
 	}
 
@@ -274,14 +275,14 @@ func soak(ctx context.Context, args []string) (err error) {
 		baseline = rec.cut()
 		fmt.Fprintf(out, "  baseline, %d callers and no idle clients, %s:\n", f.baselineSessions, f.baseline)
 		printWindowHeader(out)
-		s, err := take("end of baseline", false)
+		s, err := take("end of baseline", f.collect, true)
 		if err != nil {
 			return err
 		}
 		printWindow(out, "base", baseline, s)
 	}
 
-	before, err := take("before the clients (after a collection)", true)
+	before, err := take("before the clients (after a collection)", true, false)
 	if err != nil {
 		return err
 	}
@@ -289,7 +290,7 @@ func soak(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return fmt.Errorf("idle sessions: %w", err)
 	}
-	idleOpen, err := take(fmt.Sprintf("%d idle open (after a collection)", f.idle), true)
+	idleOpen, err := take(fmt.Sprintf("%d idle open (after a collection)", f.idle), true, false)
 	if err != nil {
 		return err
 	}
@@ -298,7 +299,7 @@ func soak(ctx context.Context, args []string) (err error) {
 		closeSessions(idle)
 		return fmt.Errorf("active callers: %w", err)
 	}
-	allOpen, err := take(fmt.Sprintf("%d clients open (after a collection)", f.idle+f.active), true)
+	allOpen, err := take(fmt.Sprintf("%d clients open (after a collection)", f.idle+f.active), true, false)
 	if err != nil {
 		return err
 	}
@@ -328,7 +329,7 @@ func soak(ctx context.Context, args []string) (err error) {
 		w := rec.cut()
 		total.merge(w)
 		elapsed := time.Since(began)
-		s, err := take(fmt.Sprintf("after %s", elapsed.Round(time.Second)), false)
+		s, err := take(fmt.Sprintf("after %s", elapsed.Round(time.Second)), f.collect, true)
 		if err != nil {
 			cancel()
 			<-called
@@ -341,7 +342,9 @@ func soak(ctx context.Context, args []string) (err error) {
 		if steadyFrom == nil && elapsed >= f.warmup-f.interval/2 {
 			steadyFrom = &s
 		}
-		printWindow(out, strconv.Itoa(n), w, s)
+		if !done || len(w.latencies)+len(w.outcomes) > 0 {
+			printWindow(out, strconv.Itoa(n), w, s)
+		}
 		if done {
 			break
 		}
@@ -360,7 +363,7 @@ func soak(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	after, err := take(fmt.Sprintf("every session reclaimed, %s after leaving (after a collection)", took.Round(time.Second)), true)
+	after, err := take(fmt.Sprintf("every session reclaimed, %s after leaving (after a collection)", took.Round(time.Second)), true, false)
 	if err != nil {
 		return err
 	}
@@ -395,12 +398,13 @@ func soak(ctx context.Context, args []string) (err error) {
 	if steadyFrom != nil && end.label != steadyFrom.label {
 		mins := elapsed.Minutes() - f.warmup.Minutes()
 		if mins > 0 {
-			fmt.Fprintf(out, "  growth past the warm-up: %+.1f MiB a minute (rss %.1f to %.1f MiB), goroutines %+d\n",
-				float64(end.rssKiB-steadyFrom.rssKiB)/1024/mins, float64(steadyFrom.rssKiB)/1024, float64(end.rssKiB)/1024, end.goroutines-steadyFrom.goroutines)
+			fmt.Fprintf(out, "  growth past the warm-up: rss %+.1f MiB a minute (%.1f to %.1f MiB), heap %+.1f MiB a minute (%.1f to %.1f MiB), goroutines %+d\n",
+				float64(end.rssKiB-steadyFrom.rssKiB)/1024/mins, float64(steadyFrom.rssKiB)/1024, float64(end.rssKiB)/1024,
+				(end.heapMiB-steadyFrom.heapMiB)/mins, steadyFrom.heapMiB, end.heapMiB, end.goroutines-steadyFrom.goroutines)
 		}
 	}
-	fmt.Fprintf(out, "  open files at most %d; after leaving: rss %.1f MiB (before the clients %.1f MiB), %d goroutines, %d sessions\n",
-		maxFiles, float64(after.rssKiB)/1024, float64(before.rssKiB)/1024, after.goroutines, after.sessions)
+	fmt.Fprintf(out, "  open files at most %d; after leaving: rss %.1f MiB (before the clients %.1f MiB; anonymous %.1f and %.1f MiB, the rest mapped files), %d goroutines, %d sessions\n",
+		maxFiles, float64(after.rssKiB)/1024, float64(before.rssKiB)/1024, float64(after.anonKiB)/1024, float64(before.anonKiB)/1024, after.goroutines, after.sessions)
 	if n := total.failures(); n > 0 {
 		return fmt.Errorf("%d calls failed other than by a documented refusal", n)
 	}

@@ -50,6 +50,7 @@ api:
 type sample struct {
 	label      string
 	rssKiB     int64
+	anonKiB    int64 // of it anonymous: the heap, stacks, the runtime's own; the rest is mapped files
 	goroutines int
 	heapMiB    float64
 	sessions   int
@@ -110,8 +111,19 @@ func sampleHub(ctx context.Context, label string, pid int, base string, hc *http
 		return s, fmt.Errorf("GET /debug/runtime: %s %v", resp.Status, err)
 	}
 	s.goroutines, s.heapMiB, s.sessions = row.Goroutines, float64(row.HeapAllocBytes)/(1<<20), row.OperatorSessions
-	if s.rssKiB, err = rssKiB(pid); err != nil {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
 		return s, err
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		for _, f := range []struct {
+			key string
+			to  *int64
+		}{{"VmRSS:", &s.rssKiB}, {"RssAnon:", &s.anonKiB}} {
+			if v, ok := strings.CutPrefix(line, f.key); ok {
+				*f.to, _ = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			}
+		}
 	}
 	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	if err != nil {

@@ -211,7 +211,7 @@ func printWindowHeader(w io.Writer) {
 	for _, k := range soakKinds {
 		fmt.Fprintf(w, " | %-7s ok/ref/fail  p50/p99/max ms   ", k)
 	}
-	fmt.Fprintf(w, " | rss MiB  goroutines  fds  sessions\n")
+	fmt.Fprintf(w, " | rss MiB  heap MiB  goroutines  fds  sessions\n")
 }
 
 func printWindow(w io.Writer, label string, win *window, s sample) {
@@ -220,7 +220,7 @@ func printWindow(w io.Writer, label string, win *window, s sample) {
 		r := win.row(k)
 		fmt.Fprintf(w, " | %6d/%d/%d %6s/%6s/%7s ", r.answered, r.refused, r.failed, msText(r.p50), msText(r.p99), msText(r.peak))
 	}
-	fmt.Fprintf(w, " | %7.1f  %10d  %4d  %8d\n", float64(s.rssKiB)/1024, s.goroutines, s.files, s.sessions)
+	fmt.Fprintf(w, " | %7.1f  %8.1f  %10d  %4d  %8d\n", float64(s.rssKiB)/1024, s.heapMiB, s.goroutines, s.files, s.sessions)
 }
 
 // soakOut is where the soak prints; a variable so a test reads it.

@@ -106,7 +106,7 @@ func TestSoakRunsAndReclaims(t *testing.T) {
 			t.Errorf("the soak did not print %q:\n%s", want, printed)
 		}
 	}
-	if !regexp.MustCompile(`after leaving: rss [\d.]+ MiB \(before the clients [\d.]+ MiB\), \d+ goroutines, 0 sessions`).MatchString(printed) {
+	if !regexp.MustCompile(`after leaving: rss [\d.]+ MiB \(before the clients [\d.]+ MiB; anonymous [\d.]+ and [\d.]+ MiB, the rest mapped files\), \d+ goroutines, 0 sessions`).MatchString(printed) {
 		t.Errorf("no closing line with every session gone:\n%s", printed)
 	}
 	if kids := childGroups(os.Getpid()); len(kids) != 0 {
