@@ -209,10 +209,11 @@ func (t *sessionTable) startStream(s *opSession) {
 	}
 }
 
-// endStream is a GET of the session ending; served says it was a stream
-// (answered 200), not a GET refused at once. The last stream ending is
-// the client gone, until it comes back: only the grace is left.
-func (t *sessionTable) endStream(s *opSession, served bool) {
+// endStream is a GET of the session ending; a stream was served if it was
+// answered 200, not refused at once. The last stream ending is the client
+// gone, until it comes back: only the grace is left.
+func (t *sessionTable) endStream(s *opSession, w *statusWriter) {
+	served := w.status == http.StatusOK
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.timer == nil {
@@ -228,7 +229,7 @@ func (t *sessionTable) endStream(s *opSession, served bool) {
 
 // track registers a session's POSTs around next, holding its idle timer
 // off while they run; a DELETE the SDK answers with 204 has closed it. A
-// GET, the session's stream, is serveStream's (startStream, endStream).
+// GET, the session's stream, is mcpEndpoint's (startStream, endStream).
 func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(http.ResponseWriter, *http.Request)) {
 	s := t.get(r.Header.Get("Mcp-Session-Id"))
 

@@ -26,32 +26,55 @@ func ObserveRequests(h http.Handler, obs ...RequestObserver) http.Handler {
 	if len(live) == 0 {
 		return h
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A copy of the request only where an observer gave it a context
-		// of its own: the one h is given is held for as long as h runs,
-		// which for a 2025 session's event stream is the session's life.
-		inner := r
-		dones := make([]func(string, int), len(live))
-		for i, o := range live {
-			var ctx context.Context
-			ctx, dones[i] = o.RequestStarted(inner)
-			if ctx != inner.Context() {
-				inner = inner.WithContext(ctx)
-			}
+	return &observedHandler{h: h, live: live}
+}
+
+// observedHandler is ObserveRequests' handler: a type of its own, not a
+// HandlerFunc, and its frame kept small, since both stay on the stack of
+// a 2025 session's event stream for the session's life (mcpEndpoint).
+type observedHandler struct {
+	h    http.Handler
+	live []RequestObserver
+}
+
+func (oh *observedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	o := startObserved(w, r, oh.live)
+	defer o.end()
+	oh.h.ServeHTTP(o.w, o.r)
+}
+
+// observed is one request as its observers see it.
+type observed struct {
+	w     *statusWriter
+	r     *http.Request
+	dones []func(string, int)
+}
+
+func startObserved(w http.ResponseWriter, r *http.Request, live []RequestObserver) *observed {
+	// A copy of the request only where an observer gave it a context of
+	// its own: the one h is given is held for as long as h runs, which
+	// for a 2025 session's event stream is the session's life.
+	o := &observed{w: &statusWriter{ResponseWriter: w}, r: r, dones: make([]func(string, int), len(live))}
+	for i, obs := range live {
+		var ctx context.Context
+		ctx, o.dones[i] = obs.RequestStarted(o.r)
+		if ctx != o.r.Context() {
+			o.r = o.r.WithContext(ctx)
 		}
-		rw := &statusWriter{ResponseWriter: w}
-		// The mux records the pattern it chose on the request it is given.
-		defer func() {
-			status := rw.status
-			if status == 0 {
-				status = http.StatusOK
-			}
-			for i := len(dones) - 1; i >= 0; i-- {
-				dones[i](inner.Pattern, status)
-			}
-		}()
-		h.ServeHTTP(rw, inner)
-	})
+	}
+	return o
+}
+
+// end tells the observers, last first, of the route the mux chose (it
+// records it on the request it is given) and the status answered.
+func (o *observed) end() {
+	status := o.w.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	for i := len(o.dones) - 1; i >= 0; i-- {
+		o.dones[i](o.r.Pattern, status)
+	}
 }
 
 // statusWriter keeps the status a handler answered. It flushes and

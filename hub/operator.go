@@ -140,7 +140,7 @@ func (f *operator) close() {
 func (h *Hub) Handler() http.Handler {
 	f := h.operator
 	mux := http.NewServeMux()
-	mux.HandleFunc("/operator/mcp", f.serveMCP)
+	mux.Handle("/operator/mcp", mcpEndpoint{f})
 	// The dashboard's transport to the same catalogue (OPS-2).
 	mux.Handle("POST /operator/act", f.guard(f.authenticate(http.HandlerFunc(f.serveAct))))
 	mux.Handle("GET /tools", f.guard(f.authenticate(http.HandlerFunc(f.serveTools))))
