@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,9 +61,10 @@ func classify(res *mcp.CallToolResult, err error) string {
 		return outcomeTimeout
 	}
 	msg := err.Error()
-	for _, code := range []string{"429", "503"} {
-		if strings.Contains(msg, code+" ") || strings.Contains(msg, "status "+code) || strings.Contains(msg, code+")") {
-			return refusalPrefix + "HTTP " + code
+	// The go-sdk client says a refused POST by its status text.
+	for _, code := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		if strings.Contains(msg, http.StatusText(code)) || strings.Contains(msg, strconv.Itoa(code)+" ") {
+			return refusalPrefix + "HTTP " + strconv.Itoa(code)
 		}
 	}
 	var ne net.Error

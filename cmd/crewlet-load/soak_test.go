@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +16,12 @@ import (
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/config"
 	"github.com/crewlet/hub/servers"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// rejected is the go-sdk's error for a request its transport refused.
+var rejected = &jsonrpc.Error{Code: -32005, Message: "rejected by transport"}
 
 // The soak's company gives every group of clients a credential of its own,
 // each from its own variable, and the HTTP echo as the one server.
@@ -54,8 +59,9 @@ func TestClassifyTellsRefusalsFromFailures(t *testing.T) {
 		{&mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "boom"}}}, nil, outcomeToolError},
 		{nil, fmt.Errorf("calling tools/call: %w", context.DeadlineExceeded), outcomeTimeout},
 		{nil, errors.New(`sending "tools/call": broken pipe`), outcomeTransport},
-		{nil, errors.New(`sending "tools/call": rejected by transport: 429 Too Many Requests`), refusalPrefix + "HTTP 429"},
-		{nil, errors.New(`sending "tools/call": rejected by transport: 503 Service Unavailable`), refusalPrefix + "HTTP 503"},
+		// As the go-sdk client words a POST refused 429 or 503.
+		{nil, fmt.Errorf("%w: %s: %v", rejected, `sending "tools/call"`, http.StatusText(http.StatusTooManyRequests)), refusalPrefix + "HTTP 429"},
+		{nil, fmt.Errorf("%w: %s: %v", rejected, `sending "tools/call"`, http.StatusText(http.StatusServiceUnavailable)), refusalPrefix + "HTTP 503"},
 		{nil, errors.New("something else"), outcomeOther},
 	} {
 		if got := classify(c.res, c.err); got != c.want {
