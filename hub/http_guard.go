@@ -101,15 +101,19 @@ func isLoopbackHost(hostport string) bool {
 // a session id is never accepted in place of a credential.
 func (f *operator) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r = f.authenticated(w, r); r != nil {
-			next.ServeHTTP(w, r)
+		r, served := f.authenticated(w, r)
+		if r == nil {
+			return
 		}
+		defer served()
+		next.ServeHTTP(w, r)
 	})
 }
 
 // authenticated applies authenticate to one request: the request carrying
-// its principal, or nil once it has refused it.
-func (f *operator) authenticated(w http.ResponseWriter, r *http.Request) *http.Request {
+// its principal, and served, to call once it is answered (its credential's
+// requests in service are capped, caps.go); or nil once it has refused it.
+func (f *operator) authenticated(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
 	fields := strings.Fields(r.Header.Get("Authorization"))
 	ref := &oauth.Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token"}
 	if len(fields) == 2 && strings.EqualFold(fields[0], "bearer") {
@@ -118,7 +122,11 @@ func (f *operator) authenticated(w http.ResponseWriter, r *http.Request) *http.R
 		// address (issue 36 finding 2).
 		p, refused := f.verifyBearer(r.Context(), r, fields[1])
 		if refused == nil {
-			return r.WithContext(context.WithValue(r.Context(), ctxKey{}, p))
+			served, ok := f.servingRequest(w, p)
+			if !ok {
+				return nil, nil
+			}
+			return r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)), served
 		}
 		// A credential that is no credential counts; one that is
 		// good but not enough (a scope), or a provider that cannot
@@ -127,7 +135,7 @@ func (f *operator) authenticated(w http.ResponseWriter, r *http.Request) *http.R
 			if wait, over := f.wrong.Failed(throttle.Source(r), authority.Digest(fields[1])); over {
 				f.refusals.note(slog.LevelInfo, "operator_auth_refused", "too many wrong credentials from this address", "path", clip(r.URL.Path), "remote", r.RemoteAddr, "status", http.StatusTooManyRequests)
 				throttle.RefuseWrong(w, refused.Reason, wait)
-				return nil
+				return nil, nil
 			}
 		}
 		ref = refused
@@ -135,7 +143,7 @@ func (f *operator) authenticated(w http.ResponseWriter, r *http.Request) *http.R
 	// The presented token is never logged, not even in part; the
 	// refusals are sampled, since anyone can send them.
 	f.refuseBearer(w, r, ref)
-	return nil
+	return nil, nil
 }
 
 // maxTokenInfos bounds the SDK's views of principals kept.

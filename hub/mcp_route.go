@@ -70,7 +70,12 @@ func (e mcpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !f.guarded(w, r) {
 		return
 	}
-	if r = f.authenticated(w, r); r == nil {
+	r, served := f.authenticated(w, r)
+	if r == nil {
+		return
+	}
+	defer served()
+	if !f.adopted(w, r) {
 		return
 	}
 	w = codedWriter{w}
@@ -79,9 +84,20 @@ func (e mcpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The stream is held in the session table while it is open, as track
-	// holds a session's other requests; a GET of 2026-07-28 goes to the
-	// stateless handler, which has no stream to give.
+	// holds a session's other requests, and counted against its credential
+	// (caps.go); a GET of 2026-07-28 goes to the stateless handler, which
+	// has no stream to give. A session taken up from another node of the
+	// fleet has a handler of its own (mcp_sessions_fleet.go).
+	var h http.Handler = f.stateful
 	if s := f.sessions.get(r.Header.Get("Mcp-Session-Id")); s != nil {
+		closed, ok := f.openingStream(w, r)
+		if !ok {
+			return
+		}
+		defer closed()
+		if s.serve != nil {
+			h = s.serve
+		}
 		f.sessions.startStream(s)
 		sw := &statusWriter{ResponseWriter: w}
 		defer f.sessions.endStream(s, sw)
@@ -97,7 +113,7 @@ func (e mcpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	f.stateful.ServeHTTP(w, r)
+	h.ServeHTTP(w, r)
 }
 
 func (f *operator) route(w http.ResponseWriter, r *http.Request) {
@@ -114,15 +130,6 @@ func (f *operator) route(w http.ResponseWriter, r *http.Request) {
 		if header != "" && rev.atLeast(modernProtocol) {
 			f.stateless.ServeHTTP(w, r)
 			return
-		}
-		if r.Method == http.MethodGet && f.sessions.get(r.Header.Get("Mcp-Session-Id")) != nil {
-			// A session's event stream holds its connection for as long
-			// as the session lasts: counted against its credential.
-			done, ok := f.openingStream(w, r)
-			if !ok {
-				return
-			}
-			defer done()
 		}
 		f.serveStateful(w, r)
 		return

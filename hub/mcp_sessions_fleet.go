@@ -394,6 +394,20 @@ func (t *sessionTable) adopted(ss *mcp.ServerSession, rec sessionRecord, serve h
 	return true
 }
 
+// adopted takes up on this node a 2025 session another node of the fleet
+// opened, before the request reaches the session table; false once it has
+// answered the request itself. 2026-07-28 has no sessions.
+func (f *operator) adopted(w http.ResponseWriter, r *http.Request) bool {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" || f.sessions.fleet == nil {
+		return true
+	}
+	if rev, ok := parseRevision(r.Header.Get("Mcp-Protocol-Version")); ok && rev.atLeast(modernProtocol) {
+		return true
+	}
+	return f.adopt(w, r, id)
+}
+
 // serveStateful hands a 2025 request to the SDK's stateful handler, or to
 // the session this node took up from the fleet that it names.
 func (f *operator) serveStateful(w http.ResponseWriter, r *http.Request) {
