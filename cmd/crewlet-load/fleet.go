@@ -104,32 +104,12 @@ func fleet(ctx context.Context, args []string) (err error) {
 	if _, err := haproxy.Binary(); err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	b, err := openBench(ctx, "crewlet-load-fleet-", *hubBin)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "crewlet-load-fleet-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if *keep || (err != nil && ctx.Err() == nil) {
-			fmt.Fprintf(os.Stderr, "crewlet-load: kept %s (company.yaml, each node's log, haproxy.cfg and haproxy.log)\n", tmp)
-			return
-		}
-		_ = os.RemoveAll(tmp)
-	}()
-	bin := *hubBin
-	if bin == "" {
-		if bin, err = findHub(ctx, self, tmp); err != nil {
-			return err
-		}
-	}
-	echo, echoAddr, err := startServer("echo server", self, "echo-server", "--http", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer echo.stop(5 * time.Second)
+	defer func() { b.close(ctx, *keep, err, "company.yaml, each node's log, haproxy.cfg and haproxy.log") }()
+	self, tmp, bin, echo, echoAddr := b.self, b.tmp, b.bin, b.echo, b.echoAddr
 	token := os.Getenv(tokenVar)
 	if token == "" {
 		var raw [16]byte

@@ -123,38 +123,12 @@ func run(ctx context.Context, args []string) (err error) {
 	if *rounds < 1 {
 		return errors.New("--rounds: at least 1")
 	}
-	self, err := os.Executable()
+	b, err := openBench(ctx, "crewlet-load-", *hubBin)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "crewlet-load-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// Kept after a failure, for its hub log; not after an interrupt,
-		// which is no failure of the hub's.
-		if *keep || (err != nil && ctx.Err() == nil) {
-			fmt.Fprintf(os.Stderr, "crewlet-load: kept %s (company.yaml, hub.log)\n", tmp)
-			return
-		}
-		_ = os.RemoveAll(tmp)
-	}()
-	bin := *hubBin
-	if bin == "" {
-		if bin, err = findHub(ctx, self, tmp); err != nil {
-			return err
-		}
-	}
-
-	// The HTTP echo server is a process of its own, as a vendor's server
-	// would be, so the load generator's runtime (its GC, its scheduler)
-	// is not shared with the server it measures.
-	echo, echoAddr, err := startServer("echo server", self, "echo-server", "--http", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer echo.stop(5 * time.Second)
+	defer func() { b.close(ctx, *keep, err, "company.yaml, hub.log") }()
+	self, tmp, bin, echo, echoAddr := b.self, b.tmp, b.bin, b.echo, b.echoAddr
 	echoURL := "http://" + echoAddr + "/mcp"
 
 	// The reference relay (Go's own reverse proxy) is a process of its own

@@ -143,32 +143,12 @@ func soak(ctx context.Context, args []string) (err error) {
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	b, err := openBench(ctx, "crewlet-soak-", f.hubBin)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "crewlet-soak-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if f.keep || (err != nil && ctx.Err() == nil) {
-			fmt.Fprintf(os.Stderr, "crewlet-load: kept %s (company.yaml, hub.log, data)\n", tmp)
-			return
-		}
-		_ = os.RemoveAll(tmp)
-	}()
-	bin := f.hubBin
-	if bin == "" {
-		if bin, err = findHub(ctx, self, tmp); err != nil {
-			return err
-		}
-	}
-	echo, echoAddr, err := startServer("echo server", self, "echo-server", "--http", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer echo.stop(5 * time.Second)
+	defer func() { b.close(ctx, f.keep, err, "company.yaml, hub.log, data") }()
+	self, tmp, bin, echoAddr := b.self, b.tmp, b.bin, b.echoAddr
 
 	// Clients k*group .. k*group+group-1 present token k; the baseline's
 	// callers are clients of their own, numbered after the rest.
