@@ -53,6 +53,12 @@ defaults
     timeout client 30m
     timeout server 30m
     timeout tunnel 30m
+    # A request whose node died with it (or never answered) cannot be
+    # answered by a hub: the balancer says what that means for the call,
+    # in words and as a JSON-RPC error, instead of an HTML error page.
+    http-error status 502 content-type application/json string "%s"
+    http-error status 503 content-type application/json string "%s"
+    http-error status 504 content-type application/json string "%s"
 
 frontend crewlet
     bind %s
@@ -69,11 +75,26 @@ backend crewlet_nodes
     option http-server-close
     http-after-response set-header %s %%s
     default-server inter 1s fall 2 rise 2
-`, listen, NodeHeader)
+`, cfgQuote(DiedWithTheCall), cfgQuote(NoNodeUp), cfgQuote(DiedWithTheCall), listen, NodeHeader)
 	for _, n := range nodes {
 		fmt.Fprintf(&b, "    server %s %s check\n", n.Name, n.Addr)
 	}
 	return b.String()
+}
+
+// DiedWithTheCall is what the balancer answers for a request whose node
+// died with it or did not answer in time (502, 504): a JSON-RPC error of
+// class unavailable whose words say the call may have taken effect, since
+// the node may have done it before it died.
+const DiedWithTheCall = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"unavailable: the hub node serving this request stopped before it answered, so the call may have taken effect. Make the same call again (with the same Idempotency-Key, if it had one): another node answers it, and a call that landed is not made twice."}}`
+
+// NoNodeUp is what the balancer answers when no node is up (503): nothing
+// reached a hub, so nothing ran.
+const NoNodeUp = `{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"unavailable: no hub node is up behind the balancer; nothing was sent to a hub. Make the call again once a node is back."}}`
+
+// cfgQuote writes s inside a double-quoted HAProxy argument.
+func cfgQuote(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s)
 }
 
 // Binary is Debian's haproxy: on PATH, or where the package puts it

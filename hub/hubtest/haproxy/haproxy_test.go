@@ -1,8 +1,11 @@
 package haproxy_test
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -107,5 +110,65 @@ func TestREADMEGivesTheConfigurationTheTestsRun(t *testing.T) {
 	want := haproxy.Config(":8420", []haproxy.Node{{Name: "a", Addr: "10.0.0.1:8420"}, {Name: "b", Addr: "10.0.0.2:8420"}, {Name: "c", Addr: "10.0.0.3:8420"}})
 	if block != want {
 		t.Fatalf("README's HAProxy configuration:\n%s\nthe one the tests run:\n%s", block, want)
+	}
+}
+
+// A request whose node takes it and dies before answering is answered by
+// the balancer in words, as a JSON-RPC error a client can show: class
+// unavailable, and that the call may have taken effect.
+func TestANodeDyingWithTheCallIsSaidInWords(t *testing.T) {
+	// The node passes its health checks, and reads a call and closes the
+	// connection unanswered, as a node killed with the call on it does.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err == nil && req.URL.Path == "/healthz" {
+					_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+				}
+			}()
+		}
+	}()
+	b, err := haproxy.Start(t.TempDir(), ports.Addr(t), []haproxy.Node{{Name: "dies", Addr: ln.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	post := func() (int, string, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+b.Addr+"/operator/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), string(raw)
+	}
+	status, ctype, body := post()
+	var msg struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if status != http.StatusBadGateway || ctype != "application/json" || json.Unmarshal([]byte(body), &msg) != nil ||
+		!strings.HasPrefix(msg.Error.Message, "unavailable:") || !strings.Contains(msg.Error.Message, "may have taken effect") {
+		t.Fatalf("a node that died with the call: %d %s %s", status, ctype, body)
+	}
+	if body != haproxy.DiedWithTheCall {
+		t.Fatalf("the balancer's words: %s", body)
 	}
 }
