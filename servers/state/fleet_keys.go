@@ -50,19 +50,9 @@ const fleetKeyBytes = 32
 // every node of the fleet must give the same). A fleet still forming is
 // waited for, within ctx.
 func (l *JetStreamLog) OpenFleetKeys(ctx context.Context, secret string) (*FleetKeys, error) {
-	var kv jetstream.KeyValue
-	err := untilReady(ctx, func(ctx context.Context) error {
-		var err error
-		kv, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:   fleetKeysBucket,
-			History:  1,
-			Storage:  jetstream.FileStorage,
-			Replicas: l.replicas,
-		})
-		return err
-	})
+	kv, err := l.durableBucket(ctx, fleetKeysBucket)
 	if err != nil {
-		return nil, fmt.Errorf("state: the %s bucket: %w", fleetKeysBucket, err)
+		return nil, err
 	}
 	wrapKey, err := hkdf.Key(sha256.New, []byte(secret), nil, "crewlet fleet keys v1", fleetKeyBytes)
 	if err != nil {

@@ -39,19 +39,9 @@ func (l *JetStreamLog) OpenSealedValues(ctx context.Context, bucket string, key 
 	if err != nil {
 		return nil, err
 	}
-	var kv jetstream.KeyValue
-	err = untilReady(ctx, func(ctx context.Context) error {
-		var err error
-		kv, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:   bucket,
-			History:  1,
-			Storage:  jetstream.FileStorage,
-			Replicas: l.replicas,
-		})
-		return err
-	})
+	kv, err := l.durableBucket(ctx, bucket)
 	if err != nil {
-		return nil, fmt.Errorf("state: the %s bucket: %w", bucket, err)
+		return nil, err
 	}
 	return &SealedValues{kv: kv, box: box, bucket: bucket}, nil
 }

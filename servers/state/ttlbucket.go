@@ -76,20 +76,9 @@ func (l *JetStreamLog) TTLBucket(ctx context.Context, name string) (*TTLBucket, 
 }
 
 func (l *JetStreamLog) ttlBucket(ctx context.Context, name string, storage jetstream.StorageType) (*TTLBucket, error) {
-	var kv jetstream.KeyValue
-	err := untilReady(ctx, func(ctx context.Context) error {
-		var err error
-		kv, err = l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:         name,
-			History:        1,
-			Storage:        storage,
-			Replicas:       l.replicas,
-			LimitMarkerTTL: markerTTL,
-		})
-		return err
-	})
+	kv, err := l.keyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Storage: storage, LimitMarkerTTL: markerTTL})
 	if err != nil {
-		return nil, fmt.Errorf("state: the %s bucket: %w", name, err)
+		return nil, err
 	}
 	return &TTLBucket{js: l.js, kv: kv, prefix: "$KV." + name + ".", stream: "KV_" + name}, nil
 }
