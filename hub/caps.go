@@ -107,15 +107,25 @@ func refuseCap(w http.ResponseWriter, retryAfter int, sentence string) {
 	http.Error(w, "Too Many Requests: "+sentence, http.StatusTooManyRequests)
 }
 
+// hold takes one of cred's slots in c under the cap api.limits.key (max),
+// or logs the cap met and answers 429: "credential C has MAX " and held,
+// what the slots are and what to do.
+func (f *operator) hold(w http.ResponseWriter, c *counts, key, cred string, max, retryAfter int, held string) bool {
+	if c.take(cred, max) {
+		return true
+	}
+	f.capReached(key, cred, max)
+	refuseCap(w, retryAfter, fmt.Sprintf("credential %s has %d %s", cred, max, held))
+	return false
+}
+
 // servingRequest counts a verified request against its credential while
 // it is served, or answers 429.
 func (f *operator) servingRequest(w http.ResponseWriter, p authority.Principal) (done func(), ok bool) {
-	max := f.limits().Requests()
-	if !f.caps.requests.take(p.TokenID, max) {
-		f.capReached("requests_per_credential", p.TokenID, max)
-		refuseCap(w, requestRetryAfter, fmt.Sprintf("credential %s has %d requests in service on this hub, the most one credential may have at once "+
+	if !f.hold(w, &f.caps.requests, "requests_per_credential", p.TokenID, f.limits().Requests(), requestRetryAfter,
+		"requests in service on this hub, the most one credential may have at once "+
 			"(each holds a connection: event streams, calls, reads). Let some finish, end sessions you no longer use, "+
-			"or have an administrator raise api.limits.requests_per_credential in the company file.", p.TokenID, max))
+			"or have an administrator raise api.limits.requests_per_credential in the company file.") {
 		return nil, false
 	}
 	return func() { f.caps.requests.give(p.TokenID) }, true
@@ -129,12 +139,10 @@ func (f *operator) openingSession(w http.ResponseWriter, r *http.Request) (done 
 	if !known {
 		return func() {}, true
 	}
-	max := f.limits().Sessions()
-	if !f.caps.sessions.take(p.TokenID, max) {
-		f.capReached("sessions_per_credential", p.TokenID, max)
-		refuseCap(w, sessionRetryAfter, fmt.Sprintf("credential %s has %d MCP sessions open, the most one credential may hold at once. "+
+	if !f.hold(w, &f.caps.sessions, "sessions_per_credential", p.TokenID, f.limits().Sessions(), sessionRetryAfter,
+		"MCP sessions open, the most one credential may hold at once. "+
 			"End sessions you no longer use (a client ends its own with DELETE as it exits), wait for ones left idle to close, "+
-			"or have an administrator raise api.limits.sessions_per_credential in the company file.", p.TokenID, max))
+			"or have an administrator raise api.limits.sessions_per_credential in the company file.") {
 		return nil, false
 	}
 	return func() { f.bindSession(w.Header().Get("Mcp-Session-Id"), p.TokenID) }, true
@@ -179,12 +187,10 @@ func (f *operator) openingStream(w http.ResponseWriter, r *http.Request) (done f
 	if !known {
 		return func() {}, true
 	}
-	max := f.limits().Streams()
-	if !f.caps.streams.take(p.TokenID, max) {
-		f.capReached("streams_per_credential", p.TokenID, max)
-		refuseCap(w, sessionRetryAfter, fmt.Sprintf("credential %s has %d event streams open (a session's GET), the most one credential may hold at once; "+
+	if !f.hold(w, &f.caps.streams, "streams_per_credential", p.TokenID, f.limits().Streams(), sessionRetryAfter,
+		"event streams open (a session's GET), the most one credential may hold at once; "+
 			"this session works on without one, but is told of no change to the catalogue until it opens one. "+
-			"End sessions you no longer use, or have an administrator raise api.limits.streams_per_credential in the company file.", p.TokenID, max))
+			"End sessions you no longer use, or have an administrator raise api.limits.streams_per_credential in the company file.") {
 		return nil, false
 	}
 	return func() { f.caps.streams.give(p.TokenID) }, true
