@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -37,10 +35,7 @@ func TestParseLayouts(t *testing.T) {
 // three copies, each behind HAProxy; both rows of each measured with every call
 // answered, the CPU of every node reported, and nothing left running.
 func TestFleetMeasuresEachLayout(t *testing.T) {
-	hubBin := filepath.Join(t.TempDir(), "crewlet")
-	if out, err := exec.Command("go", "build", "-o", hubBin, "github.com/crewlet/hub/cmd/crewlet").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/crewlet: %v\n%s", err, out)
-	}
+	hubBin := hubBinary(t)
 	out, err := os.CreateTemp(t.TempDir(), "stdout")
 	if err != nil {
 		t.Fatal(err)

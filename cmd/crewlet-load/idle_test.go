@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -20,10 +18,7 @@ import (
 // build, whatever the test's flags) from its runtime's count of stack in
 // use, after two collections, which is exact rather than sampled.
 func TestIdleSessionStacksStayHalved(t *testing.T) {
-	hubBin := filepath.Join(t.TempDir(), "crewlet")
-	if out, err := exec.Command("go", "build", "-o", hubBin, "github.com/crewlet/hub/cmd/crewlet").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/crewlet: %v\n%s", err, out)
-	}
+	hubBin := hubBinary(t)
 	out, err := os.CreateTemp(t.TempDir(), "stdout")
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -30,5 +33,36 @@ func TestMain(m *testing.M) {
 			os.Exit(0)
 		}
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if hubBuild.dir != "" {
+			_ = os.RemoveAll(hubBuild.dir)
+		}
+		os.Exit(code)
+	}))
+}
+
+// hubBuild is the crewlet binary the tests that run a hub share: built
+// once per test binary, since each link costs seconds.
+var hubBuild struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// hubBinary builds cmd/crewlet, once, and answers its path.
+func hubBinary(t *testing.T) string {
+	t.Helper()
+	hubBuild.once.Do(func() {
+		if hubBuild.dir, hubBuild.err = os.MkdirTemp("", "crewlet-load-test-"); hubBuild.err != nil {
+			return
+		}
+		hubBuild.path = filepath.Join(hubBuild.dir, "crewlet")
+		if out, err := exec.Command("go", "build", "-o", hubBuild.path, "github.com/crewlet/hub/cmd/crewlet").CombinedOutput(); err != nil {
+			hubBuild.err = fmt.Errorf("go build ./cmd/crewlet: %v\n%s", err, out)
+		}
+	})
+	if hubBuild.err != nil {
+		t.Fatal(hubBuild.err)
+	}
+	return hubBuild.path
 }

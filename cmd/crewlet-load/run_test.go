@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -189,10 +187,7 @@ func TestProcCPU(t *testing.T) {
 // every echo row through the hub compared with its direct row, and nothing
 // left running afterwards.
 func TestRunMeasuresEveryPath(t *testing.T) {
-	hubBin := filepath.Join(t.TempDir(), "crewlet")
-	if out, err := exec.Command("go", "build", "-o", hubBin, "github.com/crewlet/hub/cmd/crewlet").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/crewlet: %v\n%s", err, out)
-	}
+	hubBin := hubBinary(t)
 	out, err := os.CreateTemp(t.TempDir(), "stdout")
 	if err != nil {
 		t.Fatal(err)

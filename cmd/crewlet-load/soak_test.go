@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -74,16 +72,13 @@ func TestClassifyTellsRefusalsFromFailures(t *testing.T) {
 // a line per interval, no call failing, and every session reclaimed once
 // the clients leave without a word.
 func TestSoakRunsAndReclaims(t *testing.T) {
-	hubBin := filepath.Join(t.TempDir(), "crewlet")
-	if out, err := exec.Command("go", "build", "-o", hubBin, "github.com/crewlet/hub/cmd/crewlet").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/crewlet: %v\n%s", err, out)
-	}
+	hubBin := hubBinary(t)
 	var out bytes.Buffer
 	soakOut = &out
 	defer func() { soakOut = os.Stdout }()
 	err := soak(context.Background(), []string{"--hub-binary", hubBin, "--idle-sessions", "24", "--active", "8", "--rate", "40",
 		"--duration", "3s", "--interval", "1s", "--warmup", "1s", "--baseline", "1s", "--baseline-sessions", "4",
-		"--clients-per-token", "5", "--session-idle", "15s"})
+		"--clients-per-token", "5", "--session-idle", "3s"})
 	printed := out.String()
 	if err != nil {
 		t.Fatalf("soak: %v\n%s", err, printed)
