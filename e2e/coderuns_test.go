@@ -186,6 +186,7 @@ func runAnswer(t *testing.T, model *modeltest.Server, item string) map[string]an
 // the node's log from start to end, and its box is gone once the turn
 // ended.
 func TestCodingRunBuildsAndPublishes(t *testing.T) {
+	t.Parallel()
 	h, as, model := startCodingHub(t, "")
 	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A landing page"}))["key"].(string)
 	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant build the landing page please"})
@@ -243,6 +244,7 @@ type hubClient struct {
 // changes nothing; kim, whom the run asked, answers it and it goes on to
 // the end, greeting as kim said.
 func TestCodingRunParksAndIsAnswered(t *testing.T) {
+	t.Parallel()
 	h, as, model := startCodingHub(t, "")
 	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
 	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant ASK me first, then build it"})
@@ -280,6 +282,7 @@ func TestCodingRunParksAndIsAnswered(t *testing.T) {
 // TestCodingRunParksAndIsAnswered's to show: with a park this short, a
 // look at it here could come after the expiry on a loaded machine.
 func TestCodingRunParkExpires(t *testing.T) {
+	t.Parallel()
 	h, as, model := startCodingHub(t, "sandbox:\n  limits: {park: 10s}")
 	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
 	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant ASK me first, then build it"})
@@ -324,6 +327,7 @@ func opencodeBinary(t *testing.T) string {
 // report, and the turn publishes the build with source.sandbox, read back
 // byte for byte. The provider's key reaches the provider and nothing else.
 func TestCodingRunWithOpenCode(t *testing.T) {
+	t.Parallel()
 	bin := opencodeBinary(t)
 	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
 		if c.Offers("bash") {
@@ -396,6 +400,7 @@ func TestCodingRunWithOpenCode(t *testing.T) {
 // the same data, it ends the run unknown when it holds the seat again,
 // never runs it again, and removes the box the killed node left.
 func TestCodingRunEndsUnknownWhenItsNodeDies(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	h, as, model, restart := startCodingHubIn(t, dir, "")
 	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
