@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -106,7 +107,19 @@ func (k *FleetKeys) load(ctx context.Context, name string) ([]byte, error) {
 		} else if !errors.Is(err, jetstream.ErrKeyExists) {
 			return err
 		}
+		// Another node wrote it first. The copy of the bucket that answers
+		// a read may not have applied that write yet (any copy may
+		// answer), so not found is asked again until this attempt's
+		// deadline, which untilReady retries as a fleet still forming.
 		e, err := k.kv.Get(ctx, name)
+		for errors.Is(err, jetstream.ErrKeyNotFound) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			e, err = k.kv.Get(ctx, name)
+		}
 		if err != nil {
 			return err
 		}
