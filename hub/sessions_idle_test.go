@@ -1,15 +1,22 @@
 package hub
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
+	"weak"
 
 	"github.com/crewlet/hub/hub/hubtest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -240,5 +247,51 @@ func TestGoneClientsSessionsEndAfterTheGrace(t *testing.T) {
 	waitClosed(t, ss, 20*time.Second, "a client that exited")
 	if _, err := kept.ListTools(context.Background(), nil); err != nil {
 		t.Fatalf("the session in use was closed: %v", err)
+	}
+}
+
+// An idle session holds no request's header once its requests are answered
+// (issue 37: an idle session's memory). The SDK keeps a session's last
+// message reachable for the session's life, and with it that POST's header
+// map, about 1 KiB a session; the hub drops the header after the handlers.
+func TestAnsweredRequestsLetGoOfTheirHeaders(t *testing.T) {
+	th := newTestHub(t)
+	var mu sync.Mutex
+	var headers []weak.Pointer[byte]
+	var methods []string
+	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			// A map is a pointer to the runtime's map; a weak pointer to
+			// it says whether anything still reaches the header.
+			m := *(*unsafe.Pointer)(unsafe.Pointer(&r.Header))
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct{ Method string }
+			_ = json.Unmarshal(body, &msg)
+			mu.Lock()
+			headers = append(headers, weak.Make((*byte)(m)))
+			methods = append(methods, msg.Method)
+			mu.Unlock()
+		}
+		th.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(rec.Close)
+	cs := hubtest.Connect(t, rec.URL+"/operator/mcp", "ada-token-123456", "2025-11-25")
+	// The answer to this call is written after its handlers return, so
+	// the initialized notification before it has been handled too.
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.GC()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(methods) < 3 {
+		t.Fatalf("POSTs seen: %v; want initialize, notifications/initialized, tools/list", methods)
+	}
+	for i, h := range headers {
+		if h.Value() != nil {
+			t.Errorf("the header of the session's %s POST is still held after it was answered", methods[i])
+		}
 	}
 }
