@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	runtimedebug "runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -62,12 +61,11 @@ func serveCommand() *cli.Command {
 				// fix, said with the usage, as an unknown flag is.
 				return cli.UsageError{Msg: err.Error()}
 			}
-			// The hub holds little memory but allocates with every request (each
-			// message the SDK parses on the paths it still serves, buffers for
-			// calls); a higher GC target trades a little heap for much less
-			// collection. GOGC, when set, wins.
+			// The GC target follows the live heap (gc_target.go); GOGC,
+			// when set, wins.
 			if os.Getenv("GOGC") == "" {
-				runtimedebug.SetGCPercent(400)
+				stop := startGCTarget()
+				defer stop()
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
