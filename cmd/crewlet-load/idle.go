@@ -55,6 +55,11 @@ func measureIdle(ctx context.Context, t target, n int, tr *http.Transport, pprof
 				fmt.Fprintf(os.Stderr, "crewlet-load: %s profile of the idle sessions: %v\n", p, err)
 			}
 		}
+		// The same heap as text ends with the runtime's memory statistics:
+		// what the resident set holds beside the heap and the stacks.
+		if err := fetchTo(ctx, "http://"+pprofAddr+"/debug/pprof/heap?debug=1", profile+".heap.txt", 30*time.Second); err != nil {
+			fmt.Fprintf(os.Stderr, "crewlet-load: the idle sessions' memory statistics: %v\n", err)
+		}
 	}
 	if got := after.OperatorSessions - before.OperatorSessions; got < n {
 		return res, fmt.Errorf("idle: %d sessions opened, the hub holds %d more", n, got)
