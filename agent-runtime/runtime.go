@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/crewlet/hub/authority"
-	"github.com/crewlet/hub/servers"
 )
 
 // Runtime runs the turns of the agent seats this node holds.
@@ -148,12 +145,6 @@ func (o *Options) ensureDefaults() {
 	}
 }
 
-// mailbox is one claimed seat's turn loop.
-type mailbox struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // New builds a runtime; Start sets it going.
 func New(opts Options) (*Runtime, error) {
 	if opts.Store == nil || opts.Hub == nil || opts.Seat == nil {
@@ -185,48 +176,6 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.wg.Go(r.reconcileLoop)
 	r.reconcileSeats(ctx)
 	return nil
-}
-
-// Place names the seats this node runs now, for a runtime whose seats
-// are placed by another owner (Options.Placed). It never blocks: the
-// runtime opens and closes the mailboxes on its own goroutine, following
-// the latest set named, so a caller's loop is not held while a turn in
-// flight is cut.
-func (r *Runtime) Place(seats []string) {
-	r.mu.Lock()
-	r.placed = slices.Clone(seats)
-	r.mu.Unlock()
-	select {
-	case r.placing <- struct{}{}:
-	default:
-	}
-}
-
-// placeLoop follows Place: a seat no longer named has its mailbox closed
-// (its turn in flight cut, left running on the log for the next holder),
-// a newly named one has its mailbox opened.
-func (r *Runtime) placeLoop() {
-	for {
-		select {
-		case <-r.life.Done():
-			return
-		case <-r.placing:
-		}
-		r.mu.Lock()
-		want := map[string]bool{}
-		for _, s := range r.placed {
-			want[s] = true
-		}
-		r.mu.Unlock()
-		for _, seat := range r.Held() {
-			if !want[seat] {
-				r.shut(seat, "this node no longer holds the seat")
-			}
-		}
-		for seat := range want {
-			r.open(seat)
-		}
-	}
 }
 
 // markOrigins records, once per feed and on the log, the newest row the
@@ -266,145 +215,6 @@ func (r *Runtime) loadSpending() error {
 	return r.opts.Store.Spending(from, r.opts.Budget.Load)
 }
 
-// follow wakes every mailbox each time the projection moves, which is
-// when a wake row may have arrived. The position is read before the
-// mailboxes are woken: a row applied after that read is past it, so the
-// next wait returns at once and wakes them again; read after, a row
-// landing while they were woken would wait for some later write.
-func (r *Runtime) follow() {
-	node := r.opts.Store.Node()
-	pos := node.Position()
-	for {
-		if err := node.WaitFor(r.life, pos+1); err != nil {
-			return
-		}
-		pos = node.Position()
-		r.sig.fire()
-	}
-}
-
-// reconcileLoop claims agent seats a reloaded company added and lets go
-// of those it removed.
-func (r *Runtime) reconcileLoop() {
-	t := time.NewTicker(r.opts.Reconcile)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.life.Done():
-			return
-		case <-t.C:
-			r.reconcileSeats(r.life)
-		}
-	}
-}
-
-func (r *Runtime) reconcileSeats(ctx context.Context) {
-	want := map[string]bool{}
-	for _, s := range r.opts.Directory().Seats() {
-		if s.Kind == authority.SeatAgent {
-			want[s.Handle] = true
-		}
-	}
-	for _, seat := range r.Held() {
-		if !want[seat] {
-			if err := r.Release(ctx, seat); err != nil {
-				r.log.Warn("seat_release_failed", "seat", seat, "error", err.Error())
-			}
-		}
-	}
-	seats := make([]string, 0, len(want))
-	for s := range want {
-		seats = append(seats, s)
-	}
-	slices.Sort(seats)
-	for _, seat := range seats {
-		if err := r.Claim(ctx, seat); err != nil {
-			r.log.Warn("seat_claim_failed", "seat", seat, "error", err.Error())
-		}
-	}
-}
-
-// Held lists the seats whose mailboxes are open here, sorted.
-func (r *Runtime) Held() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.seats))
-	for s := range r.seats {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// Claim makes this node run a seat's turns: the hub starts the seat's
-// per-role children, and then the seat's mailbox opens, first running
-// again any turn of it that never ended. Alone, the runtime claims every
-// agent seat itself; in a fleet the leases place the seats (Place).
-func (r *Runtime) Claim(ctx context.Context, seat string) error {
-	r.mu.Lock()
-	_, held := r.seats[seat]
-	closed := r.closed
-	r.mu.Unlock()
-	if held || closed {
-		return nil
-	}
-	if err := r.opts.Hub.ClaimSeat(ctx, seat); err != nil {
-		return err
-	}
-	if r.open(seat) {
-		r.log.Info("seat_claimed", "seat", seat)
-	}
-	return nil
-}
-
-// open opens a seat's mailbox unless it is open or the runtime closed;
-// it reports whether it opened one.
-func (r *Runtime) open(seat string) bool {
-	mctx, cancel := context.WithCancel(r.life)
-	mb := &mailbox{cancel: cancel, done: make(chan struct{})}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, open := r.seats[seat]; open || r.closed {
-		cancel()
-		return false
-	}
-	r.seats[seat] = mb
-	r.wg.Go(func() {
-		defer close(mb.done)
-		r.serveSeat(mctx, seat)
-	})
-	r.log.Info("mailbox_opened", "seat", seat)
-	return true
-}
-
-// shut closes a seat's mailbox and waits for it to end; it reports
-// whether one was open.
-func (r *Runtime) shut(seat, why string) bool {
-	r.mu.Lock()
-	mb := r.seats[seat]
-	delete(r.seats, seat)
-	r.mu.Unlock()
-	if mb == nil {
-		return false
-	}
-	mb.cancel()
-	<-mb.done
-	// The runs it left parked go with it: the next holder ends them.
-	r.dropRuns(seat)
-	r.log.Info("mailbox_closed", "seat", seat, "reason", why)
-	return true
-}
-
-// Release stops running a seat's turns here (a turn in flight is cut and
-// stays running on the log) and has the hub stop its children.
-func (r *Runtime) Release(ctx context.Context, seat string) error {
-	if !r.shut(seat, "released") {
-		return nil
-	}
-	r.log.Info("seat_released", "seat", seat)
-	return r.opts.Hub.ReleaseSeat(ctx, seat)
-}
-
 // Close stops every mailbox and the log follower; turns in flight stay
 // running on the log. Safe to call twice.
 func (r *Runtime) Close() error {
@@ -418,164 +228,6 @@ func (r *Runtime) Close() error {
 		r.models.close()
 	})
 	return nil
-}
-
-// serveSeat is a seat's mailbox: the turns it left running first, then
-// every wake for it in feed order, one turn at a time.
-func (r *Runtime) serveSeat(ctx context.Context, seat string) {
-	// A coding run the seat's last holder left open is not known to have
-	// done anything, and is not run again.
-	r.endOrphanedRuns(ctx, seat)
-	pending, err := r.opts.Store.Running(seat)
-	if err != nil {
-		r.log.Error("turns_unreadable", "seat", seat, "error", err.Error())
-	}
-	for _, rec := range pending {
-		if ctx.Err() != nil {
-			return
-		}
-		r.log.Info("turn_resumed", "seat", seat, "turn", rec.Key, "reason", "it was running when this seat's last holder stopped")
-		r.runTurn(ctx, rec)
-	}
-	// A hub that was down across a month's end compacts it as the seat
-	// opens, before its next wake.
-	r.compactEpisodes(ctx, seat)
-	names := make([]string, len(r.opts.Feeds))
-	for i, f := range r.opts.Feeds {
-		names[i] = f.Name
-	}
-	cursors, err := r.opts.Store.Cursors(seat, names)
-	for err != nil {
-		r.log.Error("wake_cursor_unreadable", "seat", seat, "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		cursors, err = r.opts.Store.Cursors(seat, names)
-	}
-	held := map[string]bool{}
-	for {
-		changed := r.sig.wait()
-		stuck := false
-		for _, f := range r.opts.Feeds {
-			if !r.drain(ctx, seat, f, cursors, held) {
-				stuck = true
-			}
-			if ctx.Err() != nil {
-				return
-			}
-		}
-		var retry <-chan time.Time
-		if stuck {
-			retry = time.After(time.Second)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-retry:
-		}
-	}
-}
-
-// drain runs a turn for each of the seat's wakes in one feed after its
-// cursor. It reports false when it stopped at a wake it could not start
-// (the log refused), which is tried again shortly. A paused seat starts
-// nothing: its wake waits where it is, said once on the log (held).
-func (r *Runtime) drain(ctx context.Context, seat string, f Feed, cursors map[string]string, held map[string]bool) bool {
-	for {
-		rows, err := f.Read(cursors[f.Name], 100)
-		if err != nil {
-			r.log.Warn("wake_feed_unreadable", "feed", f.Name, "seat", seat, "error", err.Error())
-			return false
-		}
-		for _, w := range rows {
-			// A seat does not wake itself: a remark of its own naming it
-			// would otherwise start a turn after every turn.
-			if strings.EqualFold(w.Seat, seat) && !strings.EqualFold(w.By, seat) {
-				pause, paused, err := r.opts.Store.Paused(seat)
-				if err != nil {
-					r.log.Warn("seat_pause_unreadable", "seat", seat, "error", err.Error())
-					return false
-				}
-				if paused {
-					if at := f.Name + "/" + w.Cursor; !held[at] {
-						held[at] = true
-						r.log.Info("wake_held", "seat", seat, "feed", f.Name, "wake", w.Cursor, "paused_by", pause.By.Seat,
-							"reason", "the seat is paused; the wake waits until it is resumed")
-					}
-					return true
-				}
-				rec, err := r.begin(ctx, f, w)
-				if err != nil {
-					if ctx.Err() == nil {
-						r.log.Warn("turn_not_started", "seat", seat, "feed", f.Name, "wake", w.Cursor, "error", err.Error())
-					}
-					return false
-				}
-				r.runTurn(ctx, rec)
-				if ctx.Err() != nil {
-					return true
-				}
-			}
-			cursors[f.Name] = w.Cursor
-		}
-		if len(rows) < 100 {
-			return true
-		}
-	}
-}
-
-// begin records a wake's turn as started, on the log, before anything of
-// it runs: from here a hub killed mid-turn runs it again.
-func (r *Runtime) begin(ctx context.Context, f Feed, w servers.Wake) (TurnRecord, error) {
-	key := turnKeyFor(f.Name, w.Cursor)
-	rec := TurnRecord{Key: key, Seat: w.Seat, Feed: f.Name, Cursor: w.Cursor, Subject: w.Subject, Comment: w.Comment,
-		Requester: w.By, Woken: w.At}
-	if f.Trigger != nil {
-		t, err := f.Trigger(w)
-		if err != nil {
-			r.log.Warn("trigger_unreadable", "seat", w.Seat, "turn", key, "error", err.Error())
-			t = Trigger{About: w.Subject}
-		}
-		rec.Trigger, rec.TriggerBy, rec.About = t.Text, t.Author, t.About
-	}
-	a, err := r.opts.Store.write(ctx, seatCaller(rec), key, w.At, kindStarted, map[string]string{"turn": key}, rec)
-	if err != nil {
-		return TurnRecord{}, err
-	}
-	if a.Outcome != "applied" && a.Outcome != "pending" {
-		return TurnRecord{}, errors.New("the turn's start was not recorded")
-	}
-	return rec, nil
-}
-
-// seatCaller is who a turn's calls are made by: the seat, acting for its
-// requester, inside its turn. It is built from the turn alone, so one
-// seat's identity never reaches another's turn (BLT-3).
-func seatCaller(rec TurnRecord) authority.Caller {
-	return authority.Caller{Seat: rec.Seat, Kind: authority.KindAgent, Requester: rec.Requester, TurnKey: rec.Key}
-}
-
-// signal is closed and replaced each time it fires, so any number of
-// waiters sleep until the next change.
-type signal struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (s *signal) wait() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ch
-}
-
-func (s *signal) fire() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	close(s.ch)
-	s.ch = make(chan struct{})
 }
 
 // modelCache keeps one client per model spec, so a node's seats share
