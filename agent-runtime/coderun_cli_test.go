@@ -2,8 +2,6 @@ package agent
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,30 +9,12 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/crewlet/hub/agent-runtime/modeltest"
 	"github.com/crewlet/hub/sandbox"
+	"github.com/crewlet/hub/sandbox/sandboxtest"
 )
 
 // A coding CLI's run, driven through a seat's real turn with the real
 // OpenCode in a real box: its model calls go through the box's model
 // gateway to the stand-in model, and are charged as the turn's own.
-
-// opencodeBinary is the OpenCode pinned in e2e/package.json, as `npm ci
-// --prefix e2e` installs it (its linux-x64 build); CREWLET_OPENCODE names
-// another copy of the same version.
-func opencodeBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("CREWLET_OPENCODE")
-	if bin == "" {
-		abs, err := filepath.Abs("../e2e/node_modules/opencode-linux-x64/bin/opencode")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin = abs
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
-		t.Fatalf("OpenCode is not installed at %s (%v): run `npm ci --prefix e2e` from the repository root, which installs the version e2e/package.json pins", bin, err)
-	}
-	return bin
-}
 
 // openCodeSeat is a seat whose turn hands a task to OpenCode, and the
 // OpenCode it hands it to: it writes a script, then says it is done. Each
@@ -70,7 +50,7 @@ func cost(c modeltest.Conversation) (input, output int64) {
 }
 
 func openCodeBox(t *testing.T) sandbox.Config {
-	return sandbox.Config{Agent: sandbox.AgentSpec{CLI: "opencode", Command: opencodeBinary(t)},
+	return sandbox.Config{Agent: sandbox.AgentSpec{CLI: "opencode", Command: sandboxtest.OpenCode(t)},
 		Limits: sandbox.Limits{Wall: 3 * time.Minute, Park: time.Hour}}
 }
 

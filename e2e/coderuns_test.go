@@ -14,6 +14,7 @@ import (
 	"github.com/crewlet/hub/agent-runtime/modeltest"
 	"github.com/crewlet/hub/authority"
 	"github.com/crewlet/hub/hub/hubtest"
+	"github.com/crewlet/hub/sandbox/sandboxtest"
 	"github.com/crewlet/hub/servers"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -301,25 +302,6 @@ func TestCodingRunParkExpires(t *testing.T) {
 	}
 }
 
-// opencodeBinary is the OpenCode e2e/package.json pins, as `npm ci
-// --prefix e2e` installs it; CREWLET_OPENCODE names another copy of the
-// same version.
-func opencodeBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("CREWLET_OPENCODE")
-	if bin == "" {
-		abs, err := filepath.Abs("node_modules/opencode-linux-x64/bin/opencode")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin = abs
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
-		t.Fatalf("OpenCode is not installed at %s (%v): run `npm ci --prefix e2e`, which installs the version e2e/package.json pins", bin, err)
-	}
-	return bin
-}
-
 // issue 38, the same task with the real coding CLI: the company's
 // sandbox block names OpenCode, so the seat's run_sandbox hands the task
 // to it in the box, on the seat's model through the box's gateway; it
@@ -328,7 +310,7 @@ func opencodeBinary(t *testing.T) string {
 // byte for byte. The provider's key reaches the provider and nothing else.
 func TestCodingRunWithOpenCode(t *testing.T) {
 	t.Parallel()
-	bin := opencodeBinary(t)
+	bin := sandboxtest.OpenCode(t)
 	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
 		if c.Offers("bash") {
 			// OpenCode: write the page, print it, say what it printed.

@@ -11,26 +11,8 @@ import (
 	"time"
 
 	"github.com/crewlet/hub/agent-runtime/modeltest"
+	"github.com/crewlet/hub/sandbox/sandboxtest"
 )
-
-// opencodeBinary is the OpenCode pinned in e2e/package.json, as `npm ci
-// --prefix e2e` installs it (its linux-x64 build); CREWLET_OPENCODE names
-// another copy of the same version.
-func opencodeBinary(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("CREWLET_OPENCODE")
-	if bin == "" {
-		abs, err := filepath.Abs("../e2e/node_modules/opencode-linux-x64/bin/opencode")
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin = abs
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
-		t.Fatalf("OpenCode is not installed at %s (%v): run `npm ci --prefix e2e` from the repository root, which installs the version e2e/package.json pins", bin, err)
-	}
-	return bin
-}
 
 // Issue 38, item 4: the real OpenCode, in a real box without network,
 // pointed at a stand-in OpenAI-compatible model through the box's model
@@ -38,7 +20,7 @@ func opencodeBinary(t *testing.T) string {
 // transcript and its final message the report. The provider's key reaches
 // the provider and never the box.
 func TestOpenCodeWritesAndRunsAScriptInTheBox(t *testing.T) {
-	bin := opencodeBinary(t)
+	bin := sandboxtest.OpenCode(t)
 	m := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
 		if !c.Offers("bash") {
 			return modeltest.Reply{Text: "Hello script"} // the session's title
