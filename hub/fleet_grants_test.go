@@ -116,25 +116,7 @@ func fleetGrantCompany(t *testing.T) (*idp.Provider, *config.Company) {
 	t.Helper()
 	prov := idp.Start(t, "crewlet-upstream", idp.User{Subject: "u-alice-gh", Username: "alice-gh", Password: "pw-alice", Email: "alice@example.com"})
 	serverURL := prov.ProtectedServer(t, grantClientID)
-	c, err := config.Parse(fmt.Appendf(nil, `units:
-  - id: core
-    name: Core
-    roles:
-      - {name: Ada, handle: ada, kind: human, admin: true}
-      - {name: Alice, handle: alice, mcp_env: {gh: {}}}
-api: {auth: {tokens: [{id: laptop, token: "${ADA_TOKEN}", seat: ada}]}}
-mcp_servers:
-  - name: gh
-    shared: false
-    trust: auto
-    url: %q
-    auth: oauth
-    oauth: {client_id: %s, client_secret: "${GH_CLIENT_SECRET}", scopes: [openid, offline_access]}
-`, serverURL, grantClientID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return prov, c
+	return prov, grantCompany(t, serverURL)
 }
 
 // grantThrough authorizes gh for alice through node n's screen, the node

@@ -25,11 +25,11 @@ const (
 	grantClientSecret = "hub-client-secret-0123"
 )
 
-// grantHub runs a hub whose seat alice has a child of an auth: oauth
-// server, served over loopback HTTP, its log records sent to the events.
-func grantHub(t *testing.T, serverURL string) (*Hub, *httptest.Server, logEvents) {
+// grantCompany is a company whose seat alice has a child of the auth:
+// oauth server at serverURL, and ada, an administrator, to authorize it.
+func grantCompany(t *testing.T, serverURL string) *config.Company {
 	t.Helper()
-	doc := fmt.Sprintf(`units:
+	c, err := config.Parse(fmt.Appendf(nil, `units:
   - id: core
     name: Core
     roles:
@@ -43,11 +43,18 @@ mcp_servers:
     url: %q
     auth: oauth
     oauth: {client_id: %s, client_secret: "${GH_CLIENT_SECRET}", scopes: [openid, offline_access]}
-`, serverURL, grantClientID)
-	c, err := config.Parse([]byte(doc))
+`, serverURL, grantClientID))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// grantHub runs a hub of grantCompany, served over loopback HTTP, its log
+// records sent to the events.
+func grantHub(t *testing.T, serverURL string) (*Hub, *httptest.Server, logEvents) {
+	t.Helper()
+	c := grantCompany(t, serverURL)
 	vault, err := secrets.OpenGrants(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
