@@ -52,11 +52,8 @@ func echoServer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("echo-server", flag.ContinueOnError)
 	stdio := fs.Bool("stdio", false, "serve MCP on stdin/stdout")
 	addr := fs.String("http", "", "serve streamable HTTP on ADDR at /mcp, stateless, and /session/mcp, with sessions (port 0 picks a free one; the address is printed)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("echo-server takes flags only; %q is not one", fs.Arg(0))
 	}
 	switch {
 	case *stdio && *addr == "":

@@ -85,11 +85,8 @@ func fleet(ctx context.Context, args []string) (err error) {
 	maxCalls := fs.Int64("max-calls", 2_000_000, "bound on the calls of one measurement")
 	callTimeout := fs.Duration("call-timeout", 10*time.Second, "bound on one call")
 	keep := fs.Bool("keep", false, "keep the temporary directory (company file, nodes' logs, haproxy.cfg and its log)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("fleet takes flags only; %q is not one", fs.Arg(0))
 	}
 	layouts, err := parseLayouts(*layoutList)
 	if err != nil {

@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -77,4 +78,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "crewlet-load:", err)
 		os.Exit(1)
 	}
+}
+
+// parseFlags parses a command's flags and refuses any other word: parsing
+// stops at the first word that is not a flag, and whatever follows it
+// would be silently ignored, flags included.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s takes flags only; %q is not one", fs.Name(), fs.Arg(0))
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -22,11 +21,8 @@ func relayServer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	addr := fs.String("listen", "127.0.0.1:0", "serve on ADDR (port 0 picks a free one; the address is printed)")
 	to := fs.String("to", "", "the server every request is passed to, e.g. http://127.0.0.1:8080")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("relay takes flags only; %q is not one", fs.Arg(0))
 	}
 	h, err := relayHandler(*to)
 	if err != nil {

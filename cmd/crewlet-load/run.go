@@ -80,13 +80,8 @@ func run(ctx context.Context, args []string) (err error) {
 	stallAfter := fs.Duration("stall-after", 2*time.Second, "with --profile: a call unanswered this long saves the goroutines of the hub and of this process, once per row (NAME.stall.hub.txt, NAME.stall.client.txt)")
 	profile := fs.String("profile", "", "a directory: a hub built with -tags pprof is asked for a CPU and an allocation profile of every hub row, saved there")
 	keep := fs.Bool("keep", false, "keep the temporary directory (company file, hub log)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	// Parsing stops at the first word that is not a flag: whatever
-	// follows would be silently ignored, flags included.
-	if fs.NArg() > 0 {
-		return fmt.Errorf("run takes flags only; %q is not one", fs.Arg(0))
 	}
 	levels, err := parseLevels(*sessionList)
 	if err != nil {

@@ -269,3 +269,17 @@ func TestListedAtLeast(t *testing.T) {
 		}
 	}
 }
+
+// A word that is not a flag is refused, naming the command and the word:
+// flag parsing stops at it, and the flags after it would be dropped.
+func TestCommandsTakeFlagsOnly(t *testing.T) {
+	for name, cmd := range map[string]func(context.Context, []string) error{
+		"run": run, "fleet": fleet, "echo-server": echoServer, "relay": relayServer,
+		"soak": func(_ context.Context, args []string) error { _, err := parseSoak(args); return err },
+	} {
+		err := cmd(context.Background(), []string{"stray", "--duration", "1s"})
+		if want := name + ` takes flags only; "stray" is not one`; err == nil || err.Error() != want {
+			t.Errorf("%s stray: %v, want %q", name, err, want)
+		}
+	}
+}

@@ -124,12 +124,10 @@ func parseSoak(args []string) (soakFlags, error) {
 	fs.DurationVar(&f.callTimeout, "call-timeout", 30*time.Second, "bound on one call")
 	fs.BoolVar(&f.collect, "collect", true, "read each interval's memory after a collection (live memory, so growth shows apart from the garbage the GC target lets pile up; the collection is the hub's, inside the measured window)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the temporary directory (company file, hub log, data)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return f, err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return f, fmt.Errorf("soak takes flags only; %q is not one", fs.Arg(0))
 	case f.idle < 0 || f.active < 1 || f.baselineSessions < 1 || f.group < 1:
 		return f, errors.New("--idle-sessions at least 0; --active, --baseline-sessions and --clients-per-token at least 1")
 	case f.rate <= 0 || f.duration <= 0 || f.interval <= 0 || f.sessionIdle <= 0 || f.callTimeout <= 0:
