@@ -11,13 +11,7 @@ import (
 // Issue 39, item 2: a key one node draws is the key every node of the
 // fleet reads, and a node given another route secret cannot unseal it.
 func TestFleetKeysAreOneKeyAcrossNodes(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	js, err := OpenJetStream(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer js.Close()
+	ctx, js := testFleetLog(t)
 	a, err := js.OpenFleetKeys(ctx, "route-secret-0123456789")
 	if err != nil {
 		t.Fatal(err)
@@ -51,4 +45,18 @@ func TestFleetKeysAreOneKeyAcrossNodes(t *testing.T) {
 	if _, err := wrong.Key(ctx, "sessions"); !errors.Is(err, ErrFleetKeyUnreadable) {
 		t.Fatalf("a node with another route secret read the key: %v", err)
 	}
+}
+
+// testFleetLog is a one-node fleet's log for a test, closed after it, and
+// a context bounding the test's waits on it.
+func testFleetLog(t *testing.T) (context.Context, *JetStreamLog) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	js, err := OpenJetStream(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { js.Close() })
+	return ctx, js
 }

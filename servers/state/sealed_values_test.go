@@ -2,22 +2,14 @@ package state
 
 import (
 	"bytes"
-	"context"
 	"testing"
-	"time"
 )
 
 // Issue 39, build 2: a value sealed in the fleet's bucket reads back on
 // any node given the key, is stored sealed (the bucket never holds it in
 // the clear), and does not open under another key.
 func TestSealedValuesAreSealed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	js, err := OpenJetStream(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer js.Close()
+	ctx, js := testFleetLog(t)
 	key := bytes.Repeat([]byte{7}, 32)
 	a, err := js.OpenSealedValues(ctx, "TEST_SEALED", key)
 	if err != nil {
