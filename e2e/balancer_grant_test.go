@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/crewlet/hub/agent-runtime/modeltest"
-	"github.com/crewlet/hub/hub/hubtest/idp"
 )
 
 // Issue 39, Build 2, end to end: a seat whose upstream OAuth grant was
@@ -20,16 +18,7 @@ import (
 // the server as her own subject.
 func TestFleetSeatKeepsItsGrantAcrossKill(t *testing.T) {
 	t.Parallel()
-	const clientID, clientSecret = "crewlet-hub-e2e", "e2e-hub-client-secret-0123"
-	prov := idp.Start(t, "crewlet-upstream", idp.User{Subject: "u-alice-gh", Username: "alice-gh", Password: "pw-alice", Email: "alice@example.com"})
-	server := prov.ProtectedServer(t, clientID)
-	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
-		if c.Round() == 0 {
-			return modeltest.Reply{Calls: []modeltest.Call{{Name: "whoami", Args: map[string]any{}}}}
-		}
-		return modeltest.Reply{Text: "Done."}
-	})
-	doc := strings.NewReplacer("{{BASE}}", model.OpenAIBase(), "{{SERVER}}", server, "{{CLIENT}}", clientID).Replace(grantCompany)
+	prov, model, doc := startGrantRig(t)
 	b := newBalancedFleetOf(t, func(string, string) string { return doc },
 		"E2E_MODEL_KEY=sk-e2e-model-key", "E2E_GH_CLIENT_SECRET="+clientSecret)
 	holder := -1

@@ -42,6 +42,27 @@ mcp_servers:
     oauth: {client_id: {{CLIENT}}, client_secret: "${E2E_GH_CLIENT_SECRET}", scopes: [openid, offline_access]}
 `
 
+// The hub's client at the provider, for the tests' auth: oauth server.
+const clientID, clientSecret = "crewlet-hub-e2e", "e2e-hub-client-secret-0123"
+
+// startGrantRig starts a real OpenID provider with alice's account, the
+// MCP server it protects, and the stand-in model, whose turns call whoami
+// in their first round and end in the next; it answers them, and
+// grantCompany naming them.
+func startGrantRig(t *testing.T) (*idp.Provider, *modeltest.Server, string) {
+	t.Helper()
+	prov := idp.Start(t, "crewlet-upstream", idp.User{Subject: "u-alice-gh", Username: "alice-gh", Password: "pw-alice", Email: "alice@example.com"})
+	server := prov.ProtectedServer(t, clientID)
+	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
+		if c.Round() == 0 {
+			return modeltest.Reply{Calls: []modeltest.Call{{Name: "whoami", Args: map[string]any{}}}}
+		}
+		return modeltest.Reply{Text: "Done."}
+	})
+	doc := strings.NewReplacer("{{BASE}}", model.OpenAIBase(), "{{SERVER}}", server, "{{CLIENT}}", clientID).Replace(grantCompany)
+	return prov, model, doc
+}
+
 // Issue 26, Done-when (item 2; CFG-3, MCP-11, MCP-12, FLT-5): a go-sdk MCP
 // server protected by a real OpenID provider is configured auth: oauth for
 // the seat alice. Against the built hub: her child reads Waiting for
@@ -51,17 +72,7 @@ mcp_servers:
 // token (the server answers her subject there); when the provider refuses
 // the next renewal, the child is Failing, with the event.
 func TestSeatGrantThroughTheScreen(t *testing.T) {
-	const clientID, clientSecret = "crewlet-hub-e2e", "e2e-hub-client-secret-0123"
-	prov := idp.Start(t, "crewlet-upstream", idp.User{Subject: "u-alice-gh", Username: "alice-gh", Password: "pw-alice", Email: "alice@example.com"})
-	server := prov.ProtectedServer(t, clientID)
-	// Every turn's first round calls whoami; the next ends the turn.
-	model := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
-		if c.Round() == 0 {
-			return modeltest.Reply{Calls: []modeltest.Call{{Name: "whoami", Args: map[string]any{}}}}
-		}
-		return modeltest.Reply{Text: "Done."}
-	})
-	doc := strings.NewReplacer("{{BASE}}", model.OpenAIBase(), "{{SERVER}}", server, "{{CLIENT}}", clientID).Replace(grantCompany)
+	prov, model, doc := startGrantRig(t)
 	cfg := filepath.Join(t.TempDir(), "company.yaml")
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
