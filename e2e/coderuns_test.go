@@ -189,8 +189,7 @@ func runAnswer(t *testing.T, model *modeltest.Server, item string) map[string]an
 func TestCodingRunBuildsAndPublishes(t *testing.T) {
 	t.Parallel()
 	h, as, model := startCodingHub(t, "")
-	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A landing page"}))["key"].(string)
-	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant build the landing page please"})
+	key := kimAsks(t, as["kim"], "A landing page", "@assistant build the landing page please")
 	waitLog(t, h, 90*time.Second, "turn_ended", `"outcome":"delivered"`)
 
 	run := runAnswer(t, model, key)
@@ -234,6 +233,15 @@ func TestCodingRunBuildsAndPublishes(t *testing.T) {
 	}
 }
 
+// kimAsks files an item as kim and asks the assistant for the work in a
+// comment on it, which wakes the seat's turn; it answers the item's key.
+func kimAsks(t *testing.T, kim *hubClient, title, comment string) string {
+	t.Helper()
+	key := structured(t, callTool(t, kim.cs, "create_work_item", map[string]any{"title": title}))["key"].(string)
+	callTool(t, kim.cs, "comment_on_work_item", map[string]any{"key": key, "body": comment})
+	return key
+}
+
 // hubClient is one person's session on the hub.
 type hubClient struct {
 	cs    *mcp.ClientSession
@@ -247,8 +255,7 @@ type hubClient struct {
 func TestCodingRunParksAndIsAnswered(t *testing.T) {
 	t.Parallel()
 	h, as, model := startCodingHub(t, "")
-	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
-	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant ASK me first, then build it"})
+	key := kimAsks(t, as["kim"], "A greeting", "@assistant ASK me first, then build it")
 	waitLog(t, h, 90*time.Second, "run_parked")
 	waitLog(t, h, 90*time.Second, "turn_ended")
 	run := runAnswer(t, model, key)
@@ -285,8 +292,7 @@ func TestCodingRunParksAndIsAnswered(t *testing.T) {
 func TestCodingRunParkExpires(t *testing.T) {
 	t.Parallel()
 	h, as, model := startCodingHub(t, "sandbox:\n  limits: {park: 10s}")
-	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
-	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant ASK me first, then build it"})
+	key := kimAsks(t, as["kim"], "A greeting", "@assistant ASK me first, then build it")
 	// The turn's end (whose last request holds run_sandbox's answer) may
 	// come before the expiry or after it: both are over before the boxes
 	// are counted.
@@ -385,8 +391,7 @@ func TestCodingRunEndsUnknownWhenItsNodeDies(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	h, as, model, restart := startCodingHubIn(t, dir, "")
-	key := structured(t, callTool(t, as["kim"].cs, "create_work_item", map[string]any{"title": "A greeting"}))["key"].(string)
-	callTool(t, as["kim"].cs, "comment_on_work_item", map[string]any{"key": key, "body": "@assistant ASK me first, then build it"})
+	key := kimAsks(t, as["kim"], "A greeting", "@assistant ASK me first, then build it")
 	waitLog(t, h, 90*time.Second, "run_parked")
 	waitLog(t, h, 90*time.Second, "turn_ended")
 	run := runAnswer(t, model, key)
