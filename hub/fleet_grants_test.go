@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
@@ -29,16 +28,7 @@ func TestFleetSeatKeepsItsGrantWhenItMoves(t *testing.T) {
 	defer cancel()
 	nodes := openFleetNodes(t, ctx, Options{Company: c, StartupWait: 10 * time.Second,
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}, func(*testNode) {})
-	var holder, other *testNode
-	eventually(t, 10*time.Second, "alice placed", func() (bool, string) {
-		h := nodes[0].leases.Holders()["alice"]
-		for i, n := range nodes {
-			if n.name == h {
-				holder, other = n, nodes[1-i]
-			}
-		}
-		return holder != nil, fmt.Sprintf("holders %v", nodes[0].leases.Holders())
-	})
+	holder, other := placedOn(t, nodes, "alice")
 	web := grantThrough(t, ctx, prov, holder)
 
 	// The holder goes; alice moves to the other node, whose child of gh
@@ -164,16 +154,7 @@ func TestFleetGrantAnsweredOnAnotherNode(t *testing.T) {
 	}
 	nodes := openFleetNodes(t, ctx, Options{Company: c, StartupWait: 10 * time.Second, ScreenSessions: bucketSessions{signIns},
 		Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}, func(*testNode) {})
-	var holder, other *testNode
-	eventually(t, 10*time.Second, "alice placed", func() (bool, string) {
-		h := nodes[0].leases.Holders()["alice"]
-		for i, n := range nodes {
-			if n.name == h {
-				holder, other = n, nodes[1-i]
-			}
-		}
-		return holder != nil, fmt.Sprintf("holders %v", nodes[0].leases.Holders())
-	})
+	holder, other := placedOn(t, nodes, "alice")
 	// The balancer: the provider's answer goes to the node not holding
 	// alice, everything else to her holder.
 	toHolder, toOther := holder.hub.Handler(), other.hub.Handler()

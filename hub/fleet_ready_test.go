@@ -87,16 +87,7 @@ mcp_servers:
 			}
 		})
 	})
-	var holder, other *testNode
-	eventually(t, 10*time.Second, "alice placed", func() (bool, string) {
-		h := nodes[0].leases.Holders()["alice"]
-		for i, n := range nodes {
-			if n.name == h {
-				holder, other = n, nodes[1-i]
-			}
-		}
-		return holder != nil, fmt.Sprintf("holders %v", nodes[0].leases.Holders())
-	})
+	holder, other := placedOn(t, nodes, "alice")
 	// The holder's heartbeat naming alice is sent by its loop after the
 	// pass that claimed her, which told its follower what it would.
 	eventually(t, 10*time.Second, "the holder's heartbeat names alice", func() (bool, string) {

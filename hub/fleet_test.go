@@ -490,3 +490,19 @@ func openFleetNodes(t *testing.T, ctx context.Context, opts Options, follow func
 	}
 	return nodes
 }
+
+// placedOn waits until the leases place seat on one of two nodes, and
+// answers that node and the other.
+func placedOn(t *testing.T, nodes []*testNode, seat string) (holder, other *testNode) {
+	t.Helper()
+	eventually(t, 10*time.Second, seat+" placed", func() (bool, string) {
+		h := nodes[0].leases.Holders()[seat]
+		for i, n := range nodes {
+			if n.name == h {
+				holder, other = n, nodes[1-i]
+			}
+		}
+		return holder != nil, fmt.Sprintf("holders %v", nodes[0].leases.Holders())
+	})
+	return holder, other
+}
