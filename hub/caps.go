@@ -139,13 +139,20 @@ func (f *operator) openingSession(w http.ResponseWriter, r *http.Request) (done 
 	if !known {
 		return func() {}, true
 	}
-	if !f.hold(w, &f.caps.sessions, "sessions_per_credential", p.TokenID, f.limits().Sessions(), sessionRetryAfter,
-		"MCP sessions open, the most one credential may hold at once. "+
-			"End sessions you no longer use (a client ends its own with DELETE as it exits), wait for ones left idle to close, "+
-			"or have an administrator raise api.limits.sessions_per_credential in the company file.") {
+	if !f.holdSession(w, p) {
 		return nil, false
 	}
 	return func() { f.bindSession(w.Header().Get("Mcp-Session-Id"), p.TokenID) }, true
+}
+
+// holdSession takes one of p's session slots, or answers 429. A session
+// this node takes up from the fleet's record holds one as a session it
+// opened does (mcp_sessions_fleet.go).
+func (f *operator) holdSession(w http.ResponseWriter, p authority.Principal) bool {
+	return f.hold(w, &f.caps.sessions, "sessions_per_credential", p.TokenID, f.limits().Sessions(), sessionRetryAfter,
+		"MCP sessions open, the most one credential may hold at once. "+
+			"End sessions you no longer use (a client ends its own with DELETE as it exits), wait for ones left idle to close, "+
+			"or have an administrator raise api.limits.sessions_per_credential in the company file.")
 }
 
 // bindSession keeps cred's slot with the session id, if the POST opened

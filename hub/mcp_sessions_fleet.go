@@ -82,7 +82,9 @@ func (k sessionIDs) mint() string {
 
 // valid reports an id this fleet (or this node, alone) issued.
 func (k sessionIDs) valid(id string) bool {
-	b, err := base64.RawURLEncoding.DecodeString(id)
+	// Strict: the unused bits of the last character must be zero, so no
+	// other spelling of an issued id passes for it.
+	b, err := base64.RawURLEncoding.Strict().DecodeString(id)
 	if err != nil || len(b) != sessionIDRandom+sessionIDMAC {
 		return false
 	}
@@ -289,14 +291,25 @@ func (fs *fleetSessions) renew(ctx context.Context, s *opSession) {
 // Bounded like every read and write of the records (sessionWait): the
 // request's own context has no deadline, and a bucket electing a leader
 // after a node's death held a client's DELETE with it for good.
+//
+// Not bound to the request either: a client that exits as soon as it has
+// sent its DELETE would otherwise leave the record behind, and the other
+// nodes serving the session it ended. A renew written between the read and
+// the delete moves the record; it is read again.
 func (fs *fleetSessions) remove(ctx context.Context, id string) {
-	ctx, cancel := context.WithTimeout(ctx, sessionWait)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sessionWait)
 	defer cancel()
-	e, err := fs.b.Get(ctx, id)
-	if err == nil {
-		err = fs.b.Delete(ctx, id, e.Revision)
+	var err error
+	for {
+		var e state.TTLEntry
+		if e, err = fs.b.Get(ctx, id); err == nil {
+			err = fs.b.Delete(ctx, id, e.Revision)
+		}
+		if !errors.Is(err, state.ErrKeyMoved) || ctx.Err() != nil {
+			break
+		}
 	}
-	if err != nil && !errors.Is(err, state.ErrNoKey) && !errors.Is(err, state.ErrKeyMoved) {
+	if err != nil && !errors.Is(err, state.ErrNoKey) {
 		fs.log.Warn("operator_session_unremoved", "error", err.Error(),
 			"reason", "the other nodes of the fleet keep their copies until they stand idle")
 	}
@@ -336,8 +349,16 @@ func (f *operator) adopt(w http.ResponseWriter, r *http.Request, id string) bool
 			http.StatusServiceUnavailable)
 		return false
 	}
-	if p, ok := principalFrom(r.Context()); !ok || p.Caller().Seat != rec.User {
+	p, ok := principalFrom(r.Context())
+	if !ok || p.Caller().Seat != rec.User {
 		http.Error(w, sessionUserMismatch, http.StatusForbidden)
+		return false
+	}
+	// A session taken up holds a slot of the credential's sessions cap, as
+	// one opened here does: a session this node closed (its grace, its
+	// idle time) whose record lives on would otherwise come back free of
+	// the cap.
+	if !f.holdSession(w, p) {
 		return false
 	}
 	transport := &mcp.StreamableServerTransport{SessionID: id}
@@ -348,6 +369,7 @@ func (f *operator) adopt(w http.ResponseWriter, r *http.Request, id string) bool
 		LogLevel:                  rec.Level,
 	}})
 	if err != nil {
+		f.caps.sessions.give(p.TokenID)
 		f.log.Error("operator_session_unadopted", "error", err.Error())
 		http.Error(w, "This hub node could not take up the session: send the request again.", http.StatusServiceUnavailable)
 		return false
@@ -368,9 +390,12 @@ func (f *operator) adopt(w http.ResponseWriter, r *http.Request, id string) bool
 		transport.ServeHTTP(w, r)
 	}))
 	if !f.sessions.adopted(ss, rec, serve) {
-		// Another request of the session took it up first.
+		// Another request of the session took it up first, with its slot.
 		_ = ss.Close()
+		f.caps.sessions.give(p.TokenID)
+		return true
 	}
+	f.bindSession(id, p.TokenID)
 	return true
 }
 
@@ -381,8 +406,10 @@ const sessionUserMismatch = "This session was opened with a credential of anothe
 // adopted records a session this node took up from the fleet, served by
 // serve; false if the table holds the id already.
 func (t *sessionTable) adopted(ss *mcp.ServerSession, rec sessionRecord, serve http.Handler) bool {
-	s := &opSession{id: ss.ID(), user: rec.User, ss: ss, caps: rec.Caps, initialized: true, logLevel: rec.Level, rec: rec, serve: serve,
-		stored: time.Now()}
+	// stored is left zero: this node has not written the record, which
+	// may be near the end of its life, so the session's next POST here
+	// writes it again (renew).
+	s := &opSession{id: ss.ID(), user: rec.User, ss: ss, caps: rec.Caps, initialized: true, logLevel: rec.Level, rec: rec, serve: serve}
 	s.timer = time.AfterFunc(t.grace, func() { t.close(s) })
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -1,0 +1,155 @@
+package hub
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A session a node takes up from the fleet's record holds a slot of its
+// credential's sessions cap (issue 37's caps, issue 39's sessions): a
+// session the node closed on its grace, whose record lives on, does not
+// come back free of the cap; and its slot is given back when it closes.
+func TestFleetSessionTakenUpCountsAgainstTheCap(t *testing.T) {
+	doc, env := twoPeople()
+	c := doc.Parse(t)
+	one := 1
+	c.API.Limits.SessionsPerCredential = &one
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: c, StartupWait: 10 * time.Second, Env: env,
+		SessionIdle: 30 * time.Second, SessionGrace: time.Second}, func(*testNode) {})
+	srv := httptest.NewServer(nodes[0].hub.Handler())
+	t.Cleanup(srv.Close)
+	const token = "ada-token-123456"
+	open := func() (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/operator/mcp", strings.NewReader(initBody))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+	}
+	status, x := open()
+	if status != http.StatusOK || x == "" {
+		t.Fatalf("the first session: %d", status)
+	}
+	tab := nodes[0].hub.operator.sessions
+	// Nothing but its handshake: the node closes it after the grace, and
+	// its slot is free again. Its record stays in the fleet's bucket.
+	eventually(t, 10*time.Second, "the first session closed on its grace", func() (bool, string) { return tab.get(x) == nil, "still held" })
+	status, y := open()
+	if status != http.StatusOK || y == "" {
+		t.Fatalf("a session in the freed slot: %d", status)
+	}
+	const list = `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`
+	status, body := sessionPOST(t, srv.URL, token, x, list)
+	if status != http.StatusTooManyRequests || !strings.Contains(body, "credential laptop has 1 MCP sessions open") {
+		t.Fatalf("the closed session taken up again past the cap: %d %s", status, body)
+	}
+	if tab.get(x) != nil {
+		t.Fatal("the node holds the refused session")
+	}
+	end := func(id string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/operator/mcp", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Mcp-Session-Id", id)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE: %s", resp.Status)
+		}
+	}
+	// Once the other session ends, its slot takes the first one back.
+	end(y)
+	if status, body := sessionPOST(t, srv.URL, token, x, list); status != http.StatusOK {
+		t.Fatalf("the first session taken up in the freed slot: %d %s", status, body)
+	}
+	// And ending it gives the slot back.
+	end(x)
+	if status, _ := open(); status != http.StatusOK {
+		t.Fatalf("a session after the taken-up one ended: %d", status)
+	}
+}
+
+// A node that takes up a session writes its record again at the
+// session's first request there: the record it read may be near the end
+// of its life (another node wrote it up to a quarter of the idle time
+// ago), and a record that expires while the session is in use closes the
+// session on every node.
+func TestFleetSessionTakenUpRenewsItsRecord(t *testing.T) {
+	doc, env := twoPeople()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env}, func(*testNode) {})
+	var base []string
+	for _, n := range nodes {
+		srv := httptest.NewServer(n.hub.Handler())
+		t.Cleanup(srv.Close)
+		base = append(base, srv.URL)
+	}
+	const token = "ada-token-123456"
+	req, _ := http.NewRequest(http.MethodPost, base[0]+"/operator/mcp", strings.NewReader(initBody))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if status, body := sessionPOST(t, base[0], token, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	records := nodes[1].hub.operator.sessions.fleet.b
+	before, err := records.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, body := sessionPOST(t, base[1], token, id, `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`); status != http.StatusOK {
+		t.Fatalf("the session through the other node: %d %s", status, body)
+	}
+	after, err := records.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Revision == before.Revision {
+		t.Fatalf("the node that took the session up left its record at revision %d", before.Revision)
+	}
+}
+
+// An issued id has one spelling: base64 leaves two bits of its last
+// character unused, and a spelling with them set is not the id.
+func TestSessionIDsHaveOneSpelling(t *testing.T) {
+	ids := sessionIDs{key: []byte("fleet-sessions-key-0123456789abc")}
+	for range 64 {
+		id := ids.mint()
+		if !ids.valid(id) {
+			t.Fatalf("a minted id %q is refused", id)
+		}
+		last := strings.IndexByte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", id[len(id)-1])
+		for low := 1; low < 4; low++ {
+			other := id[:len(id)-1] + string("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"[last^low])
+			if b, err := base64.RawURLEncoding.DecodeString(other); err != nil || len(b) != sessionIDRandom+sessionIDMAC {
+				t.Fatalf("%q is no other spelling of %q", other, id)
+			}
+			if ids.valid(other) {
+				t.Fatalf("%q, another spelling of the issued %q, passes for it", other, id)
+			}
+		}
+	}
+}
