@@ -75,7 +75,14 @@ func newFleetPending(ctx context.Context, f *Fleet, key []byte) (*fleetPending, 
 
 func pendingBinding(state string) []byte { return []byte("crewlet oauth pending\x00" + state) }
 
+// pendingWait bounds each read and write of a pending authorization: the
+// screen's request carries no deadline, and a bucket electing a leader
+// would hold a person's callback with it for good.
+const pendingWait = 5 * time.Second
+
 func (p *fleetPending) Put(ctx context.Context, st string, value []byte, ttl time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, pendingWait)
+	defer cancel()
 	sealed, err := p.box.Seal(value, pendingBinding(st))
 	if err != nil {
 		return err
@@ -84,6 +91,8 @@ func (p *fleetPending) Put(ctx context.Context, st string, value []byte, ttl tim
 }
 
 func (p *fleetPending) Get(ctx context.Context, st string) ([]byte, uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, pendingWait)
+	defer cancel()
 	e, err := p.b.Get(ctx, st)
 	if errors.Is(err, state.ErrNoKey) {
 		return nil, 0, grants.ErrUnknownState
@@ -99,6 +108,8 @@ func (p *fleetPending) Get(ctx context.Context, st string) ([]byte, uint64, erro
 }
 
 func (p *fleetPending) Take(ctx context.Context, st string, rev uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, pendingWait)
+	defer cancel()
 	err := p.b.Delete(ctx, st, rev)
 	if errors.Is(err, state.ErrKeyMoved) || errors.Is(err, state.ErrNoKey) {
 		return grants.ErrUnknownState

@@ -153,3 +153,33 @@ func TestSessionIDsHaveOneSpelling(t *testing.T) {
 		}
 	}
 }
+
+// An answer to a server's request is the session's seat's to give: another
+// seat's credential naming the session is refused as any other request of
+// it would be, not passed on to the node that asked.
+func TestFleetAnswerFromAnotherSeatIsRefused(t *testing.T) {
+	doc, env := twoPeople()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env}, func(*testNode) {})
+	srv := httptest.NewServer(nodes[0].hub.Handler())
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/operator/mcp", strings.NewReader(initBody))
+	req.Header.Set("Authorization", "Bearer ada-token-123456")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if status, body := sessionPOST(t, srv.URL, "ada-token-123456", id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	// An answer to a request node b asked of ada's client, sent by bob.
+	answer := `{"jsonrpc":"2.0","id":"` + askPrefix + `b.1","result":{"action":"accept","content":{}}}`
+	if status, body := sessionPOST(t, srv.URL, "bob-token-654321", id, answer); status != http.StatusForbidden {
+		t.Fatalf("bob's answer on ada's session: %d %s", status, body)
+	}
+}

@@ -152,7 +152,10 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 	}
 	var sess *opSession
 	if !modern {
-		if sess = f.sessions.get(r.Header.Get("Mcp-Session-Id")); sess == nil {
+		// A session is used as the seat that opened it, its answers to the
+		// server's requests too: anyone else's request is the SDK's to
+		// refuse.
+		if sess = f.sessions.get(r.Header.Get("Mcp-Session-Id")); sess == nil || sess.user != p.Caller().Seat {
 			return false
 		}
 		if f.answered(w, sess, body) {
@@ -189,7 +192,7 @@ func (f *operator) serveFast(w http.ResponseWriter, r *http.Request, header stri
 			return false
 		}
 	} else {
-		if c.version != "" || sess.user != p.Caller().Seat {
+		if c.version != "" {
 			return false
 		}
 		sess.mu.Lock()

@@ -302,11 +302,22 @@ func (f *operator) answered(w http.ResponseWriter, s *opSession, body []byte) bo
 	ch, ok := s.asked[string(id)]
 	s.mu.Unlock()
 	if !ok {
-		if f.sessions.fleet != nil && f.sessions.fleet.forward(s, id, body) {
-			w.WriteHeader(http.StatusAccepted)
-			return true
+		if f.sessions.fleet == nil {
+			return false
 		}
-		return false
+		ours, err := f.sessions.fleet.forward(s, id, body)
+		switch {
+		case !ours:
+			return false
+		case err != nil:
+			// Said, not swallowed: a client told 202 would think the
+			// server has its answer, and the call would wait it out.
+			http.Error(w, "This hub node could not pass your answer on to the node that asked for it: send it again.",
+				http.StatusServiceUnavailable)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+		return true
 	}
 	select {
 	case ch <- json.RawMessage(append([]byte(nil), body...)):

@@ -165,7 +165,10 @@ func (fs *fleetSessions) follow(ctx context.Context, w *state.TTLWatch, t *sessi
 			continue
 		}
 		if e.Gone {
-			t.close(s)
+			// Closing waits for the session's requests in flight: on a
+			// goroutine of its own, so one session's call does not hold
+			// back what the bucket says of every other.
+			fs.wg.Go(func() { t.close(s) })
 			continue
 		}
 		var rec sessionRecord
@@ -205,17 +208,17 @@ func (fs *fleetSessions) askID(n int) string {
 }
 
 // forward sends a client's answer (body) to a request asked by another
-// node (id, JSON as the client wrote it) to that node; false if the id
-// names no other node.
-func (fs *fleetSessions) forward(s *opSession, id, body []byte) bool {
+// node (id, JSON as the client wrote it) to that node; ours is false if
+// the id names no other node, err says the answer could not be sent.
+func (fs *fleetSessions) forward(s *opSession, id, body []byte) (ours bool, err error) {
 	var text string
 	if json.Unmarshal(id, &text) != nil {
-		return false
+		return false, nil
 	}
 	rest, ok := strings.CutPrefix(text, askPrefix)
 	i := strings.LastIndexByte(rest, '.')
 	if !ok || i <= 0 || rest[:i] == fs.node {
-		return false
+		return false, nil
 	}
 	b, err := json.Marshal(sessionAnswer{Session: s.id, ID: string(id), Body: body})
 	if err == nil {
@@ -224,7 +227,7 @@ func (fs *fleetSessions) forward(s *opSession, id, body []byte) bool {
 	if err != nil {
 		fs.log.Warn("operator_answer_unforwarded", "node", rest[:i], "error", err.Error())
 	}
-	return true
+	return true, err
 }
 
 // deliverAnswer hands an answer another node was given to the request of
@@ -277,9 +280,16 @@ func (fs *fleetSessions) put(ctx context.Context, s *opSession) {
 
 // renew writes s's record again once a quarter of the idle timeout (a
 // fifth of the record's life) has passed since this node last wrote it.
+//
+// It is marked written before it is written: a write that fails (a bucket
+// electing a leader) is not tried again by every request of the session,
+// each waiting out sessionWait, but at the next renewal.
 func (fs *fleetSessions) renew(ctx context.Context, s *opSession) {
 	s.mu.Lock()
 	due := time.Since(s.stored) > fs.ttl/5
+	if due {
+		s.stored = time.Now()
+	}
 	s.mu.Unlock()
 	if due {
 		fs.put(ctx, s)
