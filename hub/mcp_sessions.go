@@ -31,8 +31,10 @@ import (
 // and is kept for SessionIdle once more.
 //
 // A session leaves the table when it is closed: by its idle timer, by the
-// client's DELETE, or by the hub's close. The SDK closes a streamable
-// session for no other reason.
+// client's DELETE, by the hub's close, or, in a fleet, when its record
+// leaves the fleet's bucket (its client's DELETE through another node; the
+// record's life run out). The SDK closes a streamable session for no other
+// reason.
 
 type opSession struct {
 	id   string

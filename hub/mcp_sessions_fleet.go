@@ -158,6 +158,13 @@ func (fs *fleetSessions) follow(ctx context.Context, w *state.TTLWatch, t *sessi
 	for {
 		e, err := w.Next(ctx)
 		if err != nil {
+			if ctx.Err() == nil {
+				// Sessions still work here; only what another node does
+				// to them (a DELETE, a log level) no longer reaches this
+				// one until it restarts.
+				fs.log.Error("operator_sessions_unfollowed", "error", err.Error(),
+					"reason", "this node no longer hears of sessions ended or changed through other nodes")
+			}
 			return
 		}
 		s := t.get(e.Key)
