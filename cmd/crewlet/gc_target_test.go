@@ -75,7 +75,7 @@ func TestReadGCCountsTheLiveHeap(t *testing.T) {
 	if after.cycles <= before.cycles {
 		t.Fatalf("cycles %d then %d", before.cycles, after.cycles)
 	}
-	if after.live < before.live+60<<20 {
+	if after.live < before.live+48<<20 { // room for what the process freed meanwhile
 		t.Fatalf("live %d then %d with 64 MiB more held", before.live, after.live)
 	}
 }
