@@ -26,19 +26,7 @@ func TestFleetSessionTakenUpCountsAgainstTheCap(t *testing.T) {
 	srv := httptest.NewServer(nodes[0].hub.Handler())
 	t.Cleanup(srv.Close)
 	const token = "ada-token-123456"
-	open := func() (int, string) {
-		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/operator/mcp", strings.NewReader(initBody))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
-	}
+	open := func() (int, string) { t.Helper(); return initSession(t, srv.URL, token) }
 	status, x := open()
 	if status != http.StatusOK || x == "" {
 		t.Fatalf("the first session: %d", status)
@@ -102,16 +90,7 @@ func TestFleetSessionTakenUpRenewsItsRecord(t *testing.T) {
 		base = append(base, srv.URL)
 	}
 	const token = "ada-token-123456"
-	req, _ := http.NewRequest(http.MethodPost, base[0]+"/operator/mcp", strings.NewReader(initBody))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	id := resp.Header.Get("Mcp-Session-Id")
+	_, id := initSession(t, base[0], token)
 	if status, body := sessionPOST(t, base[0], token, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
 		t.Fatalf("initialized: %d %s", status, body)
 	}
@@ -164,16 +143,7 @@ func TestFleetAnswerFromAnotherSeatIsRefused(t *testing.T) {
 	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env}, func(*testNode) {})
 	srv := httptest.NewServer(nodes[0].hub.Handler())
 	t.Cleanup(srv.Close)
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/operator/mcp", strings.NewReader(initBody))
-	req.Header.Set("Authorization", "Bearer ada-token-123456")
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	id := resp.Header.Get("Mcp-Session-Id")
+	_, id := initSession(t, srv.URL, "ada-token-123456")
 	if status, body := sessionPOST(t, srv.URL, "ada-token-123456", id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
 		t.Fatalf("initialized: %d %s", status, body)
 	}

@@ -367,6 +367,22 @@ func TestFleetAnswersAServersRequestOnAnotherNode(t *testing.T) {
 	}
 }
 
+// initSession sends a 2025 initialize to a node with token, as a client
+// opening a session does, and answers the status and the session's id.
+func initSession(t *testing.T, base, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/operator/mcp", strings.NewReader(initBody))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+}
+
 // sessionPOST sends one 2025 request of session id to a node with token,
 // and answers its status and body.
 func sessionPOST(t *testing.T, base, token, id, body string) (int, string) {

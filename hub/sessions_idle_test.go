@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,38 +26,21 @@ import (
 func openRawSessions(t *testing.T, url string, n int) {
 	t.Helper()
 	for range n {
-		req, _ := http.NewRequest("POST", url+"/operator/mcp", strings.NewReader(initBody))
-		req.Header.Set("Authorization", "Bearer ci-token-123456")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		id := resp.Header.Get("Mcp-Session-Id")
+		status, id := initSession(t, url, "ci-token-123456")
 		if id == "" {
-			t.Fatalf("initialize: %s", resp.Status)
+			t.Fatalf("initialize: %d", status)
 		}
-		req, _ = http.NewRequest("POST", url+"/operator/mcp", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
-		req.Header.Set("Authorization", "Bearer ci-token-123456")
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", id)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err = http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		if status, body := sessionPOST(t, url, "ci-token-123456", id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
+			t.Fatalf("initialized: %d %s", status, body)
 		}
-		resp.Body.Close()
 		// The event stream, then the client goes away.
 		tr := &http.Transport{}
-		req, _ = http.NewRequest("GET", url+"/operator/mcp", nil)
+		req, _ := http.NewRequest("GET", url+"/operator/mcp", nil)
 		req.Header.Set("Authorization", "Bearer ci-token-123456")
 		req.Header.Set("Accept", "text/event-stream")
 		req.Header.Set("Mcp-Session-Id", id)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		resp, err = tr.RoundTrip(req)
+		resp, err := tr.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)
 		}
