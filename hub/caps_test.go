@@ -30,6 +30,25 @@ func newCappedHub(t *testing.T, limits string, change ...func(*Options)) (th *te
 	if err != nil {
 		t.Fatal(err)
 	}
+	holder, entered, release := holderServer(t)
+	th = newTestHub(t, func(o *Options) {
+		o.Company = c
+		o.Reload = func() (*config.Company, error) { return config.Parse([]byte(doc)) }
+		o.FirstParty = append(o.FirstParty, holder)
+		for _, ch := range change {
+			ch(o)
+		}
+	})
+	// Released before the hub closes, so no call is left holding it.
+	t.Cleanup(release)
+	return th, entered, release
+}
+
+// holderServer is a first-party server whose tool "hold" answers only
+// when the test calls release; each call is reported on entered as it
+// starts.
+func holderServer(t *testing.T) (fp FirstParty, entered chan struct{}, release func()) {
+	t.Helper()
 	entered = make(chan struct{}, 64)
 	released := make(chan struct{})
 	var once sync.Once
@@ -47,21 +66,12 @@ func newCappedHub(t *testing.T, limits string, change ...func(*Options)) (th *te
 				Released bool `json:"released"`
 			}{true}, nil
 		})
-	th = newTestHub(t, func(o *Options) {
-		o.Company = c
-		o.Reload = func() (*config.Company, error) { return config.Parse([]byte(doc)) }
-		o.FirstParty = append(o.FirstParty, FirstParty{Name: "holder", New: func(tr servers.Trust, _ Deps) *mcp.Server {
-			s := mcp.NewServer(&mcp.Implementation{Name: "holder", Version: "0"}, nil)
-			servers.Register(s, tr, nil, hold)
-			return s
-		}})
-		for _, ch := range change {
-			ch(o)
-		}
-	})
-	// Released before the hub closes, so no call is left holding it.
-	t.Cleanup(release)
-	return th, entered, release
+	fp = FirstParty{Name: "holder", New: func(tr servers.Trust, _ Deps) *mcp.Server {
+		s := mcp.NewServer(&mcp.Implementation{Name: "holder", Version: "0"}, nil)
+		servers.Register(s, tr, nil, hold)
+		return s
+	}}
+	return fp, entered, release
 }
 
 // started waits for a call of hold to start (a hang detector bounds it).

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -151,5 +152,49 @@ func TestFleetAnswerFromAnotherSeatIsRefused(t *testing.T) {
 	answer := `{"jsonrpc":"2.0","id":"` + askPrefix + `b.1","result":{"action":"accept","content":{}}}`
 	if status, body := sessionPOST(t, srv.URL, "bob-token-654321", id, answer); status != http.StatusForbidden {
 		t.Fatalf("bob's answer on ada's session: %d %s", status, body)
+	}
+}
+
+// A call that outlasts the session's record is not cut by it: the node
+// serving the call keeps the record written while the call runs. With an
+// idle time of 2 s the record lives 3 s (2.5, in whole seconds); the call
+// here runs past twice that.
+func TestFleetSessionOutlivesItsRecordDuringALongCall(t *testing.T) {
+	doc, env := twoPeople()
+	holder, entered, release := holderServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env,
+		SessionIdle: 2 * time.Second, SessionGrace: 2 * time.Second, FirstParty: []FirstParty{holder}}, func(*testNode) {})
+	t.Cleanup(release)
+	srv := httptest.NewServer(nodes[0].hub.Handler())
+	t.Cleanup(srv.Close)
+	const token = "ada-token-123456"
+	_, id := initSession(t, srv.URL, token)
+	if status, body := sessionPOST(t, srv.URL, token, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	answered := make(chan string, 1)
+	go func() {
+		status, body := sessionPOST(t, srv.URL, token, id, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
+		answered <- fmt.Sprintf("%d %s", status, body)
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the call never started")
+	}
+	fs := nodes[0].hub.operator.sessions.fleet
+	// What is waited for is the record's life running out twice over.
+	time.Sleep(2 * fs.ttl)
+	if _, err := fs.b.Get(ctx, id); err != nil {
+		t.Fatalf("the session's record during the call: %v", err)
+	}
+	if nodes[0].hub.operator.sessions.get(id) == nil {
+		t.Fatal("the session was closed during its call")
+	}
+	release()
+	if got := <-answered; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `released`) {
+		t.Fatalf("the long call answered %s", got)
 	}
 }

@@ -243,6 +243,7 @@ func (t *sessionTable) track(w http.ResponseWriter, r *http.Request, next func(h
 		defer t.endPOST(s)
 		if t.fleet != nil {
 			t.fleet.renew(r.Context(), s)
+			defer t.fleet.renewing(s)()
 		}
 		next(w, r)
 	case r.Method == http.MethodDelete:

@@ -303,6 +303,43 @@ func (fs *fleetSessions) renew(ctx context.Context, s *opSession) {
 	}
 }
 
+// renewing keeps s's record written while one of its POSTs runs: a call
+// may outlast the record's life (the idle timeout and a quarter; a server's
+// call timeout may be an hour), and a record run out closes the session on
+// every node, that call with it. stop ends it, and returns once no write
+// of it is under way.
+func (fs *fleetSessions) renewing(s *opSession) (stop func()) {
+	every := fs.ttl / 5
+	var (
+		mu      sync.Mutex
+		stopped bool
+		writing sync.WaitGroup
+		timer   *time.Timer
+	)
+	writing.Add(1)
+	mu.Lock()
+	defer mu.Unlock()
+	timer = time.AfterFunc(every, func() {
+		defer writing.Done()
+		fs.renew(context.Background(), s)
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			writing.Add(1)
+			timer.Reset(every)
+		}
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		if timer.Stop() {
+			writing.Done()
+		}
+		mu.Unlock()
+		writing.Wait()
+	}
+}
+
 // remove drops a session's record: its client ended it.
 //
 // Bounded like every read and write of the records (sessionWait): the
