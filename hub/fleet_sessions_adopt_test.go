@@ -198,3 +198,46 @@ func TestFleetSessionOutlivesItsRecordDuringALongCall(t *testing.T) {
 		t.Fatalf("the long call answered %s", got)
 	}
 }
+
+// A renewal extends the record's life and changes nothing of it: a node
+// whose copy of the session is behind (a log level set through another
+// node, not yet heard of) does not write its copy back over the record.
+func TestFleetRenewalKeepsTheRecordAsItIs(t *testing.T) {
+	doc, env := twoPeople()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env}, func(*testNode) {})
+	var base []string
+	for _, n := range nodes {
+		srv := httptest.NewServer(n.hub.Handler())
+		t.Cleanup(srv.Close)
+		base = append(base, srv.URL)
+	}
+	const token = "ada-token-123456"
+	_, id := initSession(t, base[0], token)
+	if status, body := sessionPOST(t, base[0], token, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	if status, body := sessionPOST(t, base[0], token, id, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`); status != http.StatusOK {
+		t.Fatalf("setLevel: %d %s", status, body)
+	}
+	// Node b's copy says another level, and its renewal is due.
+	if status, body := sessionPOST(t, base[1], token, id, `{"jsonrpc":"2.0","id":3,"method":"tools/list"}`); status != http.StatusOK {
+		t.Fatalf("the session through node b: %d %s", status, body)
+	}
+	s := nodes[1].hub.operator.sessions.get(id)
+	s.mu.Lock()
+	s.rec.Level = "error"
+	s.stored = time.Time{}
+	s.mu.Unlock()
+	if status, body := sessionPOST(t, base[1], token, id, `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`); status != http.StatusOK {
+		t.Fatalf("the session through node b: %d %s", status, body)
+	}
+	e, err := nodes[1].hub.operator.sessions.fleet.b.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(e.Value), `"log_level":"debug"`) {
+		t.Fatalf("the record after node b's renewal: %s", e.Value)
+	}
+}

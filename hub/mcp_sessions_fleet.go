@@ -299,7 +299,33 @@ func (fs *fleetSessions) renew(ctx context.Context, s *opSession) {
 	}
 	s.mu.Unlock()
 	if due {
-		fs.put(ctx, s)
+		fs.extend(ctx, s)
+	}
+}
+
+// extend writes s's record again as the bucket holds it, only if nobody
+// has written it since it was read: a renewal extends the record's life
+// and changes nothing of it. Written from this node's copy, it could put
+// back a log level another node had just set, or a record the client's
+// DELETE through another node had just removed. A record gone is left
+// gone (its session closes on every node); one written meanwhile was
+// renewed by that write.
+func (fs *fleetSessions) extend(ctx context.Context, s *opSession) {
+	ctx, cancel := context.WithTimeout(ctx, sessionWait)
+	defer cancel()
+	e, err := fs.b.Get(ctx, s.id)
+	if err == nil {
+		_, err = fs.b.Renew(ctx, s.id, e.Value, fs.ttl, e.Revision)
+	}
+	switch {
+	case err == nil, errors.Is(err, state.ErrKeyMoved):
+		s.mu.Lock()
+		s.stored = time.Now()
+		s.mu.Unlock()
+	case errors.Is(err, state.ErrNoKey):
+	default:
+		fs.log.Warn("operator_session_unrenewed", "error", err.Error(),
+			"reason", "the session's record may run out while the session is in use; another write of it renews it")
 	}
 }
 
