@@ -190,16 +190,18 @@ func (r *Runtime) drive(ctx context.Context, cr *codeRun) RunResult {
 	cr.rounds += rounds
 	out := RunResult{Run: cr.id, Rounds: cr.rounds}
 	switch {
+	case (refusal != nil || err != nil) && ctx.Err() != nil:
+		// Cut with its turn (the seat let go, the node stopping): it stays
+		// open on the log, and the seat's next holder ends it unknown. This
+		// comes first: a cut model call is an error too, and would read as
+		// the run failing.
+		t.log.Info("run_cut", "run", cr.id, "reason", "its turn was cut or the node is stopping")
+		cr.closeBox()
+		return RunResult{Run: cr.id, Outcome: RunUnknown, Report: "The run was cut: its turn was cut or the node is stopping.", Rounds: cr.rounds}
 	case refusal != nil:
 		out.Outcome, out.Report = RunFailed, refusal.Sentence
 	case err != nil:
 		out.Outcome, out.Report = RunFailed, err.Error()
-	case ctx.Err() != nil:
-		// Cut with its turn (the seat let go, the node stopping): it stays
-		// open on the log, and the seat's next holder ends it unknown.
-		t.log.Info("run_cut", "run", cr.id, "reason", "its turn was cut or the node is stopping")
-		cr.closeBox()
-		return RunResult{Run: cr.id, Outcome: RunUnknown, Report: "The run was cut: its turn was cut or the node is stopping.", Rounds: cr.rounds}
 	case end == endStopped && parked:
 		return r.parkRun(ctx, cr)
 	case end == endStopped && finished:
