@@ -99,8 +99,10 @@ type codeRun struct {
 	question   string
 	rounds     int
 	timer      *time.Timer
-	// resumed: answered, it runs on past its turn's hold (which no longer
-	// removes its box); closed: its box is removed.
+	// deadline is when its park ends, as the log has it.
+	deadline time.Time
+	// resumed: taken for an answer, it runs on past its turn's hold (which
+	// no longer removes its box); closed: its box is removed.
 	resumed, closed bool
 }
 
@@ -249,6 +251,7 @@ func (r *Runtime) parkRun(ctx context.Context, cr *codeRun) RunResult {
 		r.endRun(ctx, cr, out.Outcome, out.Report)
 		return out
 	}
+	cr.deadline = deadline
 	r.mu.Lock()
 	if r.runs == nil {
 		r.runs = map[string]*codeRun{}
@@ -266,8 +269,11 @@ func (r *Runtime) parkRun(ctx context.Context, cr *codeRun) RunResult {
 }
 
 // takeParked takes a parked run out of the runtime's keeping, so exactly
-// one of its answer, its expiry and the node's stop ends its park.
-func (r *Runtime) takeParked(id string) *codeRun {
+// one of its answer, its expiry and the node's stop ends its park. A run
+// taken for an answer is marked resumed in the same step: were it marked
+// only once its answer is recorded, its turn ending in between would find
+// it neither parked nor resumed and remove its box from under it.
+func (r *Runtime) takeParked(id string, answering bool) *codeRun {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cr := r.runs[id]
@@ -277,19 +283,52 @@ func (r *Runtime) takeParked(id string) *codeRun {
 		if cr.timer != nil {
 			cr.timer.Stop()
 		}
+		if answering {
+			cr.resumed = true
+		}
 		cr.mu.Unlock()
 	}
 	return cr
 }
 
-// expireRun ends a run whose park ran out unanswered, and removes its box.
+// expireRun ends a run whose park ran out unanswered.
 func (r *Runtime) expireRun(cr *codeRun) {
-	if r.takeParked(cr.id) != cr {
+	if r.takeParked(cr.id, false) != cr {
 		return
 	}
+	r.expire(cr)
+}
+
+// expire ends a run taken from its park expired, and removes its box.
+func (r *Runtime) expire(cr *codeRun) {
 	// The box goes first: once the log says expired, nothing is left.
 	cr.closeBox()
 	r.endRun(r.life, cr, RunExpired, fmt.Sprintf("Nobody answered its question within %s: %s", cr.park, cr.question))
+}
+
+// repark puts back a run whose answer could not be recorded, to wait for
+// another until the deadline its park was logged with (not a whole park
+// from now). One whose deadline passed meanwhile ends expired now; on a
+// node stopping it is not kept (Close has or will let go of what is
+// parked): it stays open on the log, and its box is removed.
+func (r *Runtime) repark(cr *codeRun) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		cr.closeBox()
+		return
+	}
+	if left := time.Until(cr.deadline); left > 0 {
+		r.runs[cr.id] = cr
+		cr.mu.Lock()
+		cr.resumed = false
+		cr.timer = time.AfterFunc(left, func() { r.expireRun(cr) })
+		cr.mu.Unlock()
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.expire(cr)
 }
 
 // ErrRunNotHere is what AnswerRun answers for a run this node does not
@@ -299,7 +338,7 @@ var ErrRunNotHere = errors.New("agent: the run is not parked on this node")
 // AnswerRun resumes a run parked here with a person's answer and answers
 // where it stopped next: ended, or parked again with a new question.
 func (r *Runtime) AnswerRun(ctx context.Context, c authority.Caller, id, answer string) (RunResult, error) {
-	cr := r.takeParked(id)
+	cr := r.takeParked(id, true)
 	if cr == nil {
 		return RunResult{}, ErrRunNotHere
 	}
@@ -324,7 +363,7 @@ const RunRunningOn = "running"
 // it on the runtime (until it stops next, or the node stops), answering
 // at once.
 func (r *Runtime) resumeInBackground(c authority.Caller, id, answer string) (RunResult, error) {
-	cr := r.takeParked(id)
+	cr := r.takeParked(id, true)
 	if cr == nil {
 		return RunResult{}, ErrRunNotHere
 	}
@@ -348,26 +387,25 @@ func (r *Runtime) resumeInBackground(c authority.Caller, id, answer string) (Run
 // answered records a parked run's answer and hands it to the agent as the
 // parked ask_person call's result, fenced as the person's words. Not
 // recorded, the run is not resumed: it is parked again, waiting for
-// another answer.
+// another answer (repark).
 func (r *Runtime) answered(ctx context.Context, c authority.Caller, cr *codeRun, answer string) error {
+	if r.answerTaken != nil {
+		r.answerTaken(cr)
+	}
 	t := cr.t
 	if err := r.opts.Store.writeRun(ctx, c, kindRunAnswered, runEvent{ID: cr.id, Seat: t.rec.Seat, AnsweredBy: c.Seat}); err != nil {
-		r.mu.Lock()
-		r.runs[cr.id] = cr
-		r.mu.Unlock()
-		cr.mu.Lock()
-		cr.timer = time.AfterFunc(cr.park, func() { r.expireRun(cr) })
-		cr.mu.Unlock()
+		r.repark(cr)
 		return err
 	}
 	t.log.Info("run_answered", "run", cr.id, "by", c.Seat, "operator_id", c.OperatorID)
 	// The run is its own from here: its turn may still be running its
 	// next rounds, or may have ended, and the two must not share what a
 	// loop counts.
+	// Under the run's lock: closeBox reads the turn's log from whichever
+	// goroutine removes the box.
 	cr.mu.Lock()
-	cr.resumed = true
-	cr.mu.Unlock()
 	cr.t = t.detached()
+	cr.mu.Unlock()
 	last := &cr.cv.Msgs[len(cr.cv.Msgs)-1]
 	for i := range last.Results {
 		if last.Results[i].CallID == cr.parkedCall {
@@ -433,12 +471,14 @@ func (t *turn) closeRuns() {
 	t.runs = nil
 	t.boxMu.Unlock()
 	for _, cr := range runs {
+		// Both read in one step under the runtime's lock, as takeParked and
+		// repark change them: between the two a run is one or the other.
 		t.r.mu.Lock()
 		_, parked := t.r.runs[cr.id]
-		t.r.mu.Unlock()
 		cr.mu.Lock()
 		resumed := cr.resumed
 		cr.mu.Unlock()
+		t.r.mu.Unlock()
 		if !parked && !resumed {
 			cr.closeBox()
 		}

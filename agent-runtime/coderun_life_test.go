@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +71,88 @@ func TestResumedRunCutByCloseStaysOpen(t *testing.T) {
 	}
 	if n := boxesLeft(t, boxes); n != 0 {
 		t.Fatalf("%d boxes left after the node stopped", n)
+	}
+}
+
+// An answer taken while the run's turn still runs, and that turn ending
+// before the answer is recorded: the turn leaves the box to the resumed
+// run, whose tools work in it (the script runs and greets as answered),
+// and the box is removed once the run ends.
+func TestAnswerRacingItsTurnsEndKeepsTheBox(t *testing.T) {
+	held := newHeldModel(1)
+	h, boxes := runHarness(t, func(c modeltest.Conversation) modeltest.Reply {
+		if isCodingAgent(c) {
+			if c.Round() == 0 {
+				return call("ask_person", map[string]any{"question": "Which greeting?"})
+			}
+			return helloAgent(c)
+		}
+		held.hold(c)
+		return seatTurn(c)
+	}, time.Hour)
+	ended := make(chan TurnRecord, 1)
+	go func() { ended <- h.turn() }()
+	<-held.asked
+	out := runOut(t, h.model.Requests())
+	h.rt.answerTaken = func(*codeRun) {
+		// The turn ends between the answer taking the run and recording
+		// the answer.
+		close(held.release)
+		if rec := <-ended; rec.Outcome != Delivered {
+			t.Errorf("the turn: %+v", rec)
+		}
+	}
+	ada := authority.Caller{Seat: "ada", Kind: authority.KindHuman}
+	done, err := h.rt.AnswerRun(t.Context(), ada, out.Run, "say hi")
+	if err != nil || done.Outcome != RunDone || !strings.Contains(done.Report, "hi from the box") || len(done.Refs) != 1 {
+		t.Fatalf("answered: %+v %v", done, err)
+	}
+	if n := boxesLeft(t, boxes); n != 0 {
+		t.Fatalf("%d boxes left after the run ended", n)
+	}
+}
+
+// An answer whose recording fails parks the run again until the deadline
+// its park was logged with, not a whole park from the failure: one whose
+// deadline passed meanwhile ends expired at once, its box removed.
+func TestFailedAnswerKeepsTheLoggedDeadline(t *testing.T) {
+	held := newHeldModel(1)
+	h, boxes := runHarness(t, func(c modeltest.Conversation) modeltest.Reply {
+		if isCodingAgent(c) {
+			return call("ask_person", map[string]any{"question": "Which greeting?"})
+		}
+		held.hold(c)
+		return seatTurn(c)
+	}, 2*time.Second)
+	ended := make(chan TurnRecord, 1)
+	go func() { ended <- h.turn() }()
+	defer func() { <-ended }()
+	defer close(held.release)
+	// Answered as soon as run_sandbox answered parked, well inside its
+	// park.
+	<-held.asked
+	out := runOut(t, h.model.Requests())
+	parked, _, err := h.store.RunByID(out.Run)
+	if err != nil || parked.State != RunParked {
+		t.Fatalf("the parked run: %+v %v", parked, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	h.rt.answerTaken = func(*codeRun) {
+		// The park runs out while the answer is being recorded (the wait
+		// is for the clock to pass the logged deadline, the event itself),
+		// and the answerer's call is cut, so recording fails.
+		<-time.After(time.Until(parked.Deadline))
+		cancel()
+	}
+	ada := authority.Caller{Seat: "ada", Kind: authority.KindHuman}
+	if _, err := h.rt.AnswerRun(ctx, ada, out.Run, "say hi"); err == nil {
+		t.Fatal("an answer whose recording failed was taken")
+	}
+	run, _, err := h.store.RunByID(out.Run)
+	if err != nil || run.State != RunEnded || run.Outcome != RunExpired {
+		t.Fatalf("the run after its failed answer past its deadline: %+v %v", run, err)
+	}
+	if n := boxesLeft(t, boxes); n != 0 {
+		t.Fatalf("%d boxes left after the run expired", n)
 	}
 }

@@ -35,7 +35,11 @@ type Runtime struct {
 	// runs are the coding runs parked here, waiting for an answer, by id.
 	runs   map[string]*codeRun
 	closed bool
-	once   sync.Once
+	// answerTaken, set by tests only, is called as an answer takes a
+	// parked run, before the answer is recorded: where a test orders a
+	// turn's end, a failing write or the node's stop against an answer.
+	answerTaken func(*codeRun)
+	once        sync.Once
 
 	// placed is the latest set of seats Place was told this node runs,
 	// and placing wakes the goroutine that follows it (Options.Placed).
