@@ -25,7 +25,9 @@ import (
 // Ownership: a run belongs to the runtime of the node running its seat.
 // Its box is the turn's until the turn ends (so a build in it can be
 // published, source.sandbox), then removed; a parked run keeps its box
-// until its park ends, answered (answer_run) or expired (limits.park).
+// until its park ends, answered (answer_run) or expired (limits.park). An
+// answered run is the runtime's from the answer to its next stop: Close
+// waits for it, and Close or the seat let go cuts it (dropRuns).
 
 // Sandbox is where coding runs' boxes are made; nil where this node can
 // have none (no bwrap), and then run_sandbox is not registered (CAT-3).
@@ -86,6 +88,7 @@ type RunResult struct {
 // codeRun is one coding run in the memory of the node running it.
 type codeRun struct {
 	id    string
+	seat  string
 	t     *turn
 	box   *sandbox.Box
 	park  time.Duration
@@ -104,6 +107,9 @@ type codeRun struct {
 	// resumed: taken for an answer, it runs on past its turn's hold (which
 	// no longer removes its box); closed: its box is removed.
 	resumed, closed bool
+	// stop cuts a run taken for an answer (takeAnswered), as the node
+	// stops or lets its seat go.
+	stop context.CancelFunc
 }
 
 // closeBox removes the run's box, once.
@@ -146,7 +152,7 @@ func (r *Runtime) StartRun(ctx context.Context, c authority.Caller, sb *Sandbox,
 		t.log.Warn("run_box_not_opened", "error", err.Error())
 		return RunResult{}, authority.Refuse(authority.Unavailable, "No box could be made for the run (%v); nothing ran.", err)
 	}
-	cr := &codeRun{id: newRunID(t.rec.Key), t: t, box: box, park: park, asker: t.rec.Requester, task: task}
+	cr := &codeRun{id: newRunID(t.rec.Key), seat: t.rec.Seat, t: t, box: box, park: park, asker: t.rec.Requester, task: task}
 	cr.cv = conversation{System: fmt.Sprintf(codingSystem, t.rec.Seat), Msgs: []Message{{From: FromUser, Text: task}}, Defs: boxToolDefs()}
 	t.boxMu.Lock()
 	t.runs = append(t.runs, cr)
@@ -192,11 +198,12 @@ func (r *Runtime) drive(ctx context.Context, cr *codeRun) RunResult {
 	cr.rounds += rounds
 	out := RunResult{Run: cr.id, Rounds: cr.rounds}
 	switch {
-	case (refusal != nil || err != nil) && ctx.Err() != nil:
+	case ctx.Err() != nil:
 		// Cut with its turn (the seat let go, the node stopping): it stays
 		// open on the log, and the seat's next holder ends it unknown. This
 		// comes first: a cut model call is an error too, and would read as
-		// the run failing.
+		// the run failing; and a node that let the seat go records nothing
+		// more as it, even where the model's last answer beat the cut.
 		t.log.Info("run_cut", "run", cr.id, "reason", "its turn was cut or the node is stopping")
 		cr.closeBox()
 		return RunResult{Run: cr.id, Outcome: RunUnknown, Report: "The run was cut: its turn was cut or the node is stopping.", Rounds: cr.rounds}
@@ -268,14 +275,10 @@ func (r *Runtime) parkRun(ctx context.Context, cr *codeRun) RunResult {
 	return out
 }
 
-// takeParked takes a parked run out of the runtime's keeping, so exactly
-// one of its answer, its expiry and the node's stop ends its park. A run
-// taken for an answer is marked resumed in the same step: were it marked
-// only once its answer is recorded, its turn ending in between would find
-// it neither parked nor resumed and remove its box from under it.
-func (r *Runtime) takeParked(id string, answering bool) *codeRun {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// unpark takes a parked run out of the runtime's keeping, so exactly one
+// of its answer, its expiry and the node's stop ends its park; r.mu is
+// held.
+func (r *Runtime) unpark(id string) *codeRun {
 	cr := r.runs[id]
 	delete(r.runs, id)
 	if cr != nil {
@@ -283,17 +286,61 @@ func (r *Runtime) takeParked(id string, answering bool) *codeRun {
 		if cr.timer != nil {
 			cr.timer.Stop()
 		}
-		if answering {
-			cr.resumed = true
-		}
 		cr.mu.Unlock()
 	}
 	return cr
 }
 
+// takeAnswered takes a parked run for an answer, nil once the node is
+// stopping (Close lets go of what is parked). The run is marked resumed
+// in the same step: were it marked only once its answer is recorded, its
+// turn ending in between would find it neither parked nor resumed and
+// remove its box from under it. It is the runtime's until letGo: Close
+// waits for it, and Close or its seat let go (dropRuns) cuts the context
+// answered, which it runs on.
+func (r *Runtime) takeAnswered(base context.Context, id string) (*codeRun, context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, nil
+	}
+	cr := r.unpark(id)
+	if cr == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(base))
+	stopLife := context.AfterFunc(r.life, cancel)
+	cr.mu.Lock()
+	cr.resumed = true
+	cr.stop = func() { stopLife(); cancel() }
+	cr.mu.Unlock()
+	if r.answering == nil {
+		r.answering = map[string]*codeRun{}
+	}
+	r.answering[id] = cr
+	r.wg.Add(1)
+	return cr, ctx
+}
+
+// letGo ends the runtime's hold on a run taken for an answer, once the
+// answer failed or the run stopped (ended, cut or parked again).
+func (r *Runtime) letGo(cr *codeRun) {
+	r.mu.Lock()
+	delete(r.answering, cr.id)
+	r.mu.Unlock()
+	cr.mu.Lock()
+	stop := cr.stop
+	cr.mu.Unlock()
+	stop()
+	r.wg.Done()
+}
+
 // expireRun ends a run whose park ran out unanswered.
 func (r *Runtime) expireRun(cr *codeRun) {
-	if r.takeParked(cr.id, false) != cr {
+	r.mu.Lock()
+	taken := r.unpark(cr.id)
+	r.mu.Unlock()
+	if taken != cr {
 		return
 	}
 	r.expire(cr)
@@ -308,12 +355,13 @@ func (r *Runtime) expire(cr *codeRun) {
 
 // repark puts back a run whose answer could not be recorded, to wait for
 // another until the deadline its park was logged with (not a whole park
-// from now). One whose deadline passed meanwhile ends expired now; on a
-// node stopping it is not kept (Close has or will let go of what is
-// parked): it stays open on the log, and its box is removed.
-func (r *Runtime) repark(cr *codeRun) {
+// from now). One whose deadline passed meanwhile ends expired now; one
+// cut (the node stopping, its seat let go: dropRuns has or will let go of
+// what is parked) is not kept: it stays open on the log, and its box is
+// removed.
+func (r *Runtime) repark(cr *codeRun, cut context.Context) {
 	r.mu.Lock()
-	if r.closed {
+	if r.closed || cut.Err() != nil {
 		r.mu.Unlock()
 		cr.closeBox()
 		return
@@ -338,19 +386,16 @@ var ErrRunNotHere = errors.New("agent: the run is not parked on this node")
 // AnswerRun resumes a run parked here with a person's answer and answers
 // where it stopped next: ended, or parked again with a new question.
 func (r *Runtime) AnswerRun(ctx context.Context, c authority.Caller, id, answer string) (RunResult, error) {
-	cr := r.takeParked(id, true)
+	// The run goes on past the call that answered it (rctx): it is the
+	// node's now, cut when the node stops or lets its seat go.
+	cr, rctx := r.takeAnswered(ctx, id)
 	if cr == nil {
 		return RunResult{}, ErrRunNotHere
 	}
-	if err := r.answered(ctx, c, cr, answer); err != nil {
+	defer r.letGo(cr)
+	if err := r.answered(ctx, rctx, c, cr, answer); err != nil {
 		return RunResult{}, err
 	}
-	// The run goes on past the call that answered it: it is the node's
-	// now, cut only when the node stops.
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stop := context.AfterFunc(r.life, cancel)
-	defer stop()
-	defer cancel()
 	return r.driveResumed(rctx, cr), nil
 }
 
@@ -363,38 +408,46 @@ const RunRunningOn = "running"
 // it on the runtime (until it stops next, or the node stops), answering
 // at once.
 func (r *Runtime) resumeInBackground(c authority.Caller, id, answer string) (RunResult, error) {
-	cr := r.takeParked(id, true)
+	cr, rctx := r.takeAnswered(r.life, id)
 	if cr == nil {
 		return RunResult{}, ErrRunNotHere
 	}
 	ctx, cancel := context.WithTimeout(r.life, 30*time.Second)
 	defer cancel()
-	if err := r.answered(ctx, c, cr, answer); err != nil {
+	if err := r.answered(ctx, rctx, c, cr, answer); err != nil {
+		r.letGo(cr)
 		return RunResult{}, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		// The node is stopping: the run stays open on the log, and the
-		// seat's next holder ends it unknown.
+	if rctx.Err() != nil {
+		// The node is stopping or let the seat go: the run stays open on
+		// the log, and the seat's next holder ends it unknown.
 		cr.closeBox()
+		r.letGo(cr)
 		return RunResult{}, ErrRunNotHere
 	}
-	r.wg.Go(func() { r.driveResumed(r.life, cr) })
+	// Counted in r.wg by takeAnswered, so Close waits for it.
+	go func() {
+		defer r.letGo(cr)
+		r.driveResumed(rctx, cr)
+	}()
 	return RunResult{Run: cr.id, Outcome: RunRunningOn, Rounds: cr.rounds}, nil
 }
 
 // answered records a parked run's answer and hands it to the agent as the
 // parked ask_person call's result, fenced as the person's words. Not
 // recorded, the run is not resumed: it is parked again, waiting for
-// another answer (repark).
-func (r *Runtime) answered(ctx context.Context, c authority.Caller, cr *codeRun, answer string) error {
+// another answer (repark). The answer is recorded within the answerer's
+// call (ctx), and not once the run is cut.
+func (r *Runtime) answered(ctx, cut context.Context, c authority.Caller, cr *codeRun, answer string) error {
 	if r.answerTaken != nil {
 		r.answerTaken(cr)
 	}
 	t := cr.t
-	if err := r.opts.Store.writeRun(ctx, c, kindRunAnswered, runEvent{ID: cr.id, Seat: t.rec.Seat, AnsweredBy: c.Seat}); err != nil {
-		r.repark(cr)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(cut, cancel)()
+	if err := r.opts.Store.writeRun(wctx, c, kindRunAnswered, runEvent{ID: cr.id, Seat: t.rec.Seat, AnsweredBy: c.Seat}); err != nil {
+		r.repark(cr, cut)
 		return err
 	}
 	t.log.Info("run_answered", "run", cr.id, "by", c.Seat, "operator_id", c.OperatorID)
@@ -449,7 +502,9 @@ func (r *Runtime) endOrphanedRuns(ctx context.Context, seat string) {
 	for _, rec := range open {
 		r.mu.Lock()
 		_, kept := r.runs[rec.ID]
+		_, answering := r.answering[rec.ID]
 		r.mu.Unlock()
+		kept = kept || answering
 		if kept {
 			continue
 		}
@@ -485,16 +540,28 @@ func (t *turn) closeRuns() {
 	}
 }
 
-// dropRuns removes the boxes of every run parked here, as the node stops
-// or lets their seat go: the log keeps them open, and the seat's next
+// dropRuns removes the boxes of every run parked here, and cuts every run
+// answered here (which then removes its own), as the node stops or lets
+// their seat go: a node that no longer holds a seat works and spends
+// nothing more for it. The log keeps them open, and the seat's next
 // holder ends them unknown.
 func (r *Runtime) dropRuns(seat string) {
 	r.mu.Lock()
 	var drop []*codeRun
 	for id, cr := range r.runs {
-		if seat == "" || strings.EqualFold(cr.t.rec.Seat, seat) {
+		if seat == "" || strings.EqualFold(cr.seat, seat) {
 			drop = append(drop, cr)
 			delete(r.runs, id)
+		}
+	}
+	// Cut under r.mu, which repark reads the cut under: a run whose answer
+	// fails now is not parked again after this sweep.
+	for _, cr := range r.answering {
+		if seat == "" || strings.EqualFold(cr.seat, seat) {
+			cr.mu.Lock()
+			stop := cr.stop
+			cr.mu.Unlock()
+			stop()
 		}
 	}
 	r.mu.Unlock()

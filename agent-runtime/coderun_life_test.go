@@ -14,28 +14,37 @@ import (
 // there is never recorded as if it had ended; it stays open on the log,
 // and the seat's next holder ends it unknown.
 
-// parkingAgent asks its question at its first round and, answered, waits
-// on hold for its model's answer: a resumed run the test knows to be in
-// flight.
+// parkingAgent asks its question at its first round; answered, it
+// writes a file, then waits on hold for its model's answer: a resumed run
+// the test knows to be in flight, with a round's spending behind it.
 func parkingAgent(hold <-chan struct{}) modeltest.Script {
 	return func(c modeltest.Conversation) modeltest.Reply {
 		if !isCodingAgent(c) {
 			return seatTurn(c)
 		}
-		if c.Round() == 0 {
+		switch c.Round() {
+		case 0:
 			return call("ask_person", map[string]any{"question": "Which greeting?"})
+		case 1:
+			return call("write_file", map[string]any{"path": "hello.sh", "content": "echo hi\n"})
 		}
 		return modeltest.Reply{Text: "late", Hold: hold}
 	}
 }
 
-// answerInFlight parks a run, answers it on another goroutine and returns
-// once the resumed run's model has been asked (and holds its answer); the
-// channel carries what AnswerRun answered.
-func answerInFlight(t *testing.T, h *harness) (RunResult, <-chan RunResult) {
+// parkedRun runs a turn whose coding run parks, and answers what
+// run_sandbox answered.
+func parkedRun(t *testing.T, h *harness) RunResult {
 	t.Helper()
 	h.turn()
-	out := runOut(t, h.model.Requests())
+	return runOut(t, h.model.Requests())
+}
+
+// answerInFlight answers a parked run on another goroutine and returns
+// once the resumed run's model has been asked its second round (and holds
+// its answer); the channel carries what AnswerRun answered.
+func answerInFlight(t *testing.T, h *harness, out RunResult) <-chan RunResult {
+	t.Helper()
 	asked := h.model.Count()
 	done := make(chan RunResult, 1)
 	ada := authority.Caller{Seat: "ada", Kind: authority.KindHuman, OperatorID: "laptop"}
@@ -46,21 +55,75 @@ func answerInFlight(t *testing.T, h *harness) (RunResult, <-chan RunResult) {
 		}
 		done <- res
 	}()
-	if err := h.model.WaitFor(t.Context(), asked+1); err != nil {
+	if err := h.model.WaitFor(t.Context(), asked+2); err != nil {
 		t.Fatal(err)
 	}
-	return out, done
+	return done
+}
+
+// spendingRows counts the seat's spending rows.
+func spendingRows(t *testing.T, h *harness) int {
+	t.Helper()
+	rows := 0
+	if err := h.store.Spending(time.Now().Add(-time.Hour), func(seat string, _ time.Time, tokens int64) {
+		if seat == "alan" && tokens > 0 {
+			rows++
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
 
 // A resumed run cut by the node stopping while its model answers is not
 // recorded failed: AnswerRun answers unknown, the log keeps the run open
-// (the seat's next holder ends it unknown), and its box is removed.
+// (the seat's next holder ends it unknown), and its box is removed. The
+// run is the runtime's: Close returns only once it stopped, its spending
+// recorded, and nothing is written for it after.
 func TestResumedRunCutByCloseStaysOpen(t *testing.T) {
 	h, boxes := runHarness(t, parkingAgent(make(chan struct{})), time.Hour)
-	out, done := answerInFlight(t, h)
+	out := parkedRun(t, h)
+	before := spendingRows(t, h)
+	done := answerInFlight(t, h, out)
 	if err := h.rt.Close(); err != nil {
 		t.Fatal(err)
 	}
+	pos := h.store.Node().Position()
+	if n := spendingRows(t, h); n != before+1 {
+		t.Fatalf("%d spending rows as Close returned; want the resumed run's beside the turn's %d", n, before)
+	}
+	if n := boxesLeft(t, boxes); n != 0 {
+		t.Fatalf("%d boxes left as Close returned", n)
+	}
+	got := <-done
+	if got.Outcome != RunUnknown {
+		t.Fatalf("AnswerRun answered %+v; want unknown", got)
+	}
+	if after := h.store.Node().Position(); after != pos {
+		t.Fatalf("the log moved from %d to %d after Close returned", pos, after)
+	}
+	run, _, err := h.store.RunByID(out.Run)
+	if err != nil || run.State == RunEnded {
+		t.Fatalf("the cut run on the log: %+v %v; want it open", run, err)
+	}
+}
+
+// A node letting a seat go cuts the runs answered for it: the resumed run
+// stops working (its model's late answer is not acted on), is not
+// recorded ended, and its box is removed; the next holder ends it unknown.
+func TestReleaseCutsAResumedRun(t *testing.T) {
+	hold := make(chan struct{})
+	h, boxes := runHarness(t, parkingAgent(hold), time.Hour)
+	out := parkedRun(t, h)
+	if err := h.rt.Claim(t.Context(), "alan"); err != nil {
+		t.Fatal(err)
+	}
+	done := answerInFlight(t, h, out)
+	if err := h.rt.Release(t.Context(), "alan"); err != nil {
+		t.Fatal(err)
+	}
+	// The model answers after the seat was let go.
+	close(hold)
 	got := <-done
 	if got.Outcome != RunUnknown {
 		t.Fatalf("AnswerRun answered %+v; want unknown", got)
@@ -70,7 +133,7 @@ func TestResumedRunCutByCloseStaysOpen(t *testing.T) {
 		t.Fatalf("the cut run on the log: %+v %v; want it open", run, err)
 	}
 	if n := boxesLeft(t, boxes); n != 0 {
-		t.Fatalf("%d boxes left after the node stopped", n)
+		t.Fatalf("%d boxes left after the seat was let go", n)
 	}
 }
 

@@ -16,7 +16,10 @@ import (
 // one mailbox goroutine per claimed seat, which runs that seat's turns one
 // at a time; Release ends a seat's, Close ends all of them and is safe to
 // call twice. A turn cut short by either stays running on the log and is
-// run again, with the same turn key, by whoever claims the seat next.
+// run again, with the same turn key, by whoever claims the seat next. It
+// owns too the coding runs answered here, each until it stops next: Close
+// waits for them, and Release or Close cuts a seat's (they stay open on
+// the log, and its next holder ends them unknown).
 type Runtime struct {
 	opts   Options
 	log    *slog.Logger
@@ -33,8 +36,11 @@ type Runtime struct {
 	// running is the turn each seat runs now, by lower-cased handle.
 	running map[string]*turn
 	// runs are the coding runs parked here, waiting for an answer, by id.
-	runs   map[string]*codeRun
-	closed bool
+	runs map[string]*codeRun
+	// answering are the runs taken here for an answer and not yet let go
+	// (takeAnswered), by id: the runtime's to wait for and to cut.
+	answering map[string]*codeRun
+	closed    bool
 	// answerTaken, set by tests only, is called as an answer takes a
 	// parked run, before the answer is recorded: where a test orders a
 	// turn's end, a failing write or the node's stop against an answer.
