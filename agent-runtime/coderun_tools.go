@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -31,12 +32,20 @@ type writeFileIn struct {
 	Content string `json:"content" jsonschema:"the file's whole content"`
 }
 
+// maxBoxReadBytes bounds what read_file and list_files answer: each
+// answer stays in the run's conversation and is sent again every round,
+// so a longer one is read in parts (offset and length, skip).
+const maxBoxReadBytes = 256 << 10
+
 type readFileIn struct {
-	Path string `json:"path" jsonschema:"the file's path, relative to the workspace"`
+	Path   string `json:"path" jsonschema:"the file's path, relative to the workspace"`
+	Offset int    `json:"offset,omitempty" jsonschema:"the byte to start reading at; 0 if omitted"`
+	Length int    `json:"length,omitempty" jsonschema:"how many bytes to read, at most 262144; to the file's end if omitted"`
 }
 
 type listFilesIn struct {
 	Path string `json:"path,omitempty" jsonschema:"a directory relative to the workspace; the workspace itself if empty"`
+	Skip int    `json:"skip,omitempty" jsonschema:"how many entries to pass over, to list on where a long listing stopped"`
 }
 
 type runCommandIn struct {
@@ -81,26 +90,10 @@ var boxTools = []boxTool{
 			}
 			return fmt.Sprintf("Wrote %s (%d bytes).", in.Path, len(in.Content)), false, nil
 		}),
-	boxToolOf("read_file", "Read a file of the workspace, whole.",
-		func(_ context.Context, cr *codeRun, in readFileIn) (string, bool, error) {
-			b, err := cr.box.ReadFile(in.Path)
-			return string(b), false, err
-		}),
-	boxToolOf("list_files", "List the files under a directory of the workspace, with their sizes.",
-		func(ctx context.Context, cr *codeRun, in listFilesIn) (string, bool, error) {
-			entries, err := cr.box.List(ctx, in.Path)
-			if err != nil {
-				return "", false, err
-			}
-			if len(entries) == 0 {
-				return "Nothing is there.", false, nil
-			}
-			var b strings.Builder
-			for _, e := range entries {
-				fmt.Fprintf(&b, "%s\t%s\t%d\n", e.Type, e.Path, e.Size)
-			}
-			return b.String(), false, nil
-		}),
+	boxToolOf("read_file", "Read a file of the workspace: whole, or the part offset and length say (in bytes). A read answers at most 256 KiB (262144 bytes); a longer file is read in parts.",
+		readFile),
+	boxToolOf("list_files", "List the files under a directory of the workspace, with their sizes, in path order. A listing answers at most 256 KiB; a longer one stops at a whole line and says the skip to list on with.",
+		listFiles),
 	boxToolOf("run_command", "Run a shell command in the workspace and read what it printed: its exit status, its output in whole lines (a long output's middle is counted, not shown) and the end of its error stream.",
 		func(ctx context.Context, cr *codeRun, in runCommandIn) (string, bool, error) {
 			if strings.TrimSpace(in.Command) == "" {
@@ -134,6 +127,69 @@ var boxTools = []boxTool{
 			}
 			return r, true, nil
 		}),
+}
+
+// readFile is read_file: the file whole, or the part asked for; a part
+// past maxBoxReadBytes is refused, saying how to read it in parts, never
+// cut where the agent did not ask.
+func readFile(_ context.Context, cr *codeRun, in readFileIn) (string, bool, error) {
+	if in.Offset < 0 || in.Length < 0 {
+		return "", false, authority.Refuse(authority.Invalid, "offset and length are counts of bytes, 0 or more.")
+	}
+	if in.Length > maxBoxReadBytes {
+		return "", false, authority.Refuse(authority.Invalid, "length is %d bytes, past the %d one read answers; read the file in parts of at most %d.", in.Length, maxBoxReadBytes, maxBoxReadBytes)
+	}
+	b, err := cr.box.ReadFile(in.Path)
+	if err != nil {
+		return "", false, err
+	}
+	if in.Offset > len(b) {
+		return "", false, authority.Refuse(authority.Invalid, "offset %d is past the end of %s, which is %d bytes.", in.Offset, in.Path, len(b))
+	}
+	part := b[in.Offset:]
+	switch {
+	case in.Length > 0:
+		part = part[:min(in.Length, len(part))]
+	case len(part) > maxBoxReadBytes:
+		return "", false, authority.Refuse(authority.Invalid,
+			"%s is %d bytes (%d from byte %d), past the %d one read answers; read it in parts with offset and length (at most %d each), or pick out what you need with run_command (grep, sed -n).",
+			in.Path, len(b), len(part), in.Offset, maxBoxReadBytes, maxBoxReadBytes)
+	}
+	return string(part), false, nil
+}
+
+// listFiles is list_files: whole lines, in path order (so skip lists on
+// where a clipped listing stopped), up to maxBoxReadBytes with the last
+// line saying how many entries are left and the skip to list them with.
+func listFiles(ctx context.Context, cr *codeRun, in listFilesIn) (string, bool, error) {
+	if in.Skip < 0 {
+		return "", false, authority.Refuse(authority.Invalid, "skip is a count of entries, 0 or more.")
+	}
+	entries, err := cr.box.List(ctx, in.Path)
+	if err != nil {
+		return "", false, err
+	}
+	if len(entries) == 0 {
+		return "Nothing is there.", false, nil
+	}
+	if in.Skip >= len(entries) {
+		return "", false, authority.Refuse(authority.Invalid, "There are %d entries there; skip %d passes them all.", len(entries), in.Skip)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Path < entries[j].Path })
+	// Room is kept for the line that says where the listing stopped.
+	const tailRoom = 256
+	var b strings.Builder
+	for i, e := range entries[in.Skip:] {
+		line := fmt.Sprintf("%s\t%s\t%d\n", e.Type, e.Path, e.Size)
+		if b.Len()+len(line) > maxBoxReadBytes-tailRoom {
+			next := in.Skip + i
+			fmt.Fprintf(&b, "Listed entries %d to %d of %d (a listing answers at most %d bytes); list on with skip: %d, or list a directory under it.\n",
+				in.Skip+1, next, len(entries), maxBoxReadBytes, next)
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String(), false, nil
 }
 
 // commandText is a command's result as the agent reads it.
