@@ -161,8 +161,10 @@ func (r *Runtime) AnswerRunQuestion(question []byte) []byte {
 		ref := authority.Refuse(authority.Unavailable, "The node holding the run could not take the answer; try again.")
 		if errors.Is(err, ErrRunNotHere) {
 			ref = authority.Refuse(authority.NotRunning, "The run %s is not waiting for an answer on the node holding its seat.", q.Run)
-		} else {
-			errors.As(err, &ref)
+		} else if !errors.As(err, &ref) {
+			// The answerer is told only to try again: what failed is for
+			// the operator, here.
+			r.log.Warn("run_answer_not_taken", "run", q.Run, "error", err.Error())
 		}
 		a.Class, a.Sentence = ref.Class, ref.Sentence
 	} else {
