@@ -107,8 +107,14 @@ type codeRun struct {
 	// resumed: taken for an answer, it runs on past its turn's hold (which
 	// no longer removes its box); closed: its box is removed.
 	resumed, closed bool
-	// stop cuts a run taken for an answer (takeAnswered), as the node
-	// stops or lets its seat go.
+}
+
+// answerHold is the runtime's hold on a run taken for an answer, from the
+// answer to the run's next stop: stop cuts it, as the node stops or lets
+// its seat go. A run parked again may be answered again before the first
+// hold is let go, so each answer has a hold of its own.
+type answerHold struct {
+	cr   *codeRun
 	stop context.CancelFunc
 }
 
@@ -295,44 +301,37 @@ func (r *Runtime) unpark(id string) *codeRun {
 // stopping (Close lets go of what is parked). The run is marked resumed
 // in the same step: were it marked only once its answer is recorded, its
 // turn ending in between would find it neither parked nor resumed and
-// remove its box from under it. It is the runtime's until letGo: Close
-// waits for it, and Close or its seat let go (dropRuns) cuts the context
-// answered, which it runs on.
-func (r *Runtime) takeAnswered(base context.Context, id string) (*codeRun, context.Context) {
+// remove its box from under it. It is the runtime's until letGo is
+// called, once the answer failed or the run stopped (ended, cut or parked
+// again): Close waits for it, and Close or its seat let go (dropRuns) cuts
+// ctx, which it runs on.
+func (r *Runtime) takeAnswered(base context.Context, id string) (cr *codeRun, ctx context.Context, letGo func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, nil
+		return nil, nil, nil
 	}
-	cr := r.unpark(id)
-	if cr == nil {
-		return nil, nil
+	if cr = r.unpark(id); cr == nil {
+		return nil, nil, nil
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(base))
 	stopLife := context.AfterFunc(r.life, cancel)
 	cr.mu.Lock()
 	cr.resumed = true
-	cr.stop = func() { stopLife(); cancel() }
 	cr.mu.Unlock()
+	h := &answerHold{cr: cr, stop: func() { stopLife(); cancel() }}
 	if r.answering == nil {
-		r.answering = map[string]*codeRun{}
+		r.answering = map[*answerHold]bool{}
 	}
-	r.answering[id] = cr
+	r.answering[h] = true
 	r.wg.Add(1)
-	return cr, ctx
-}
-
-// letGo ends the runtime's hold on a run taken for an answer, once the
-// answer failed or the run stopped (ended, cut or parked again).
-func (r *Runtime) letGo(cr *codeRun) {
-	r.mu.Lock()
-	delete(r.answering, cr.id)
-	r.mu.Unlock()
-	cr.mu.Lock()
-	stop := cr.stop
-	cr.mu.Unlock()
-	stop()
-	r.wg.Done()
+	return cr, ctx, func() {
+		r.mu.Lock()
+		delete(r.answering, h)
+		r.mu.Unlock()
+		h.stop()
+		r.wg.Done()
+	}
 }
 
 // expireRun ends a run whose park ran out unanswered.
@@ -388,11 +387,11 @@ var ErrRunNotHere = errors.New("agent: the run is not parked on this node")
 func (r *Runtime) AnswerRun(ctx context.Context, c authority.Caller, id, answer string) (RunResult, error) {
 	// The run goes on past the call that answered it (rctx): it is the
 	// node's now, cut when the node stops or lets its seat go.
-	cr, rctx := r.takeAnswered(ctx, id)
+	cr, rctx, letGo := r.takeAnswered(ctx, id)
 	if cr == nil {
 		return RunResult{}, ErrRunNotHere
 	}
-	defer r.letGo(cr)
+	defer letGo()
 	if err := r.answered(ctx, rctx, c, cr, answer); err != nil {
 		return RunResult{}, err
 	}
@@ -408,26 +407,26 @@ const RunRunningOn = "running"
 // it on the runtime (until it stops next, or the node stops), answering
 // at once.
 func (r *Runtime) resumeInBackground(c authority.Caller, id, answer string) (RunResult, error) {
-	cr, rctx := r.takeAnswered(r.life, id)
+	cr, rctx, letGo := r.takeAnswered(r.life, id)
 	if cr == nil {
 		return RunResult{}, ErrRunNotHere
 	}
 	ctx, cancel := context.WithTimeout(r.life, 30*time.Second)
 	defer cancel()
 	if err := r.answered(ctx, rctx, c, cr, answer); err != nil {
-		r.letGo(cr)
+		letGo()
 		return RunResult{}, err
 	}
 	if rctx.Err() != nil {
 		// The node is stopping or let the seat go: the run stays open on
 		// the log, and the seat's next holder ends it unknown.
 		cr.closeBox()
-		r.letGo(cr)
+		letGo()
 		return RunResult{}, ErrRunNotHere
 	}
 	// Counted in r.wg by takeAnswered, so Close waits for it.
 	go func() {
-		defer r.letGo(cr)
+		defer letGo()
 		r.driveResumed(rctx, cr)
 	}()
 	return RunResult{Run: cr.id, Outcome: RunRunningOn, Rounds: cr.rounds}, nil
@@ -453,9 +452,8 @@ func (r *Runtime) answered(ctx, cut context.Context, c authority.Caller, cr *cod
 	t.log.Info("run_answered", "run", cr.id, "by", c.Seat, "operator_id", c.OperatorID)
 	// The run is its own from here: its turn may still be running its
 	// next rounds, or may have ended, and the two must not share what a
-	// loop counts.
-	// Under the run's lock: closeBox reads the turn's log from whichever
-	// goroutine removes the box.
+	// loop counts. Set under the run's lock: closeBox reads the turn's log
+	// from whichever goroutine removes the box.
 	cr.mu.Lock()
 	cr.t = t.detached()
 	cr.mu.Unlock()
@@ -500,12 +498,7 @@ func (r *Runtime) endOrphanedRuns(ctx context.Context, seat string) {
 		return
 	}
 	for _, rec := range open {
-		r.mu.Lock()
-		_, kept := r.runs[rec.ID]
-		_, answering := r.answering[rec.ID]
-		r.mu.Unlock()
-		kept = kept || answering
-		if kept {
+		if r.keeps(rec.ID) {
 			continue
 		}
 		c := authority.Caller{Seat: rec.Seat, Kind: authority.KindAgent, Requester: rec.Asker, TurnKey: rec.Turn}
@@ -518,6 +511,22 @@ func (r *Runtime) endOrphanedRuns(ctx context.Context, seat string) {
 	}
 }
 
+// keeps reports whether a run is this node's: parked here, or answered
+// here and not yet let go.
+func (r *Runtime) keeps(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, parked := r.runs[id]; parked {
+		return true
+	}
+	for h := range r.answering {
+		if h.cr.id == id {
+			return true
+		}
+	}
+	return false
+}
+
 // closeRuns ends the turn's hold on its runs' boxes: every box but a
 // parked run's is removed as the turn's Execute phase ends.
 func (t *turn) closeRuns() {
@@ -526,8 +535,8 @@ func (t *turn) closeRuns() {
 	t.runs = nil
 	t.boxMu.Unlock()
 	for _, cr := range runs {
-		// Both read in one step under the runtime's lock, as takeParked and
-		// repark change them: between the two a run is one or the other.
+		// Both read in one step under the runtime's lock, as takeAnswered
+		// and repark change them: between the two a run is one or the other.
 		t.r.mu.Lock()
 		_, parked := t.r.runs[cr.id]
 		cr.mu.Lock()
@@ -556,12 +565,9 @@ func (r *Runtime) dropRuns(seat string) {
 	}
 	// Cut under r.mu, which repark reads the cut under: a run whose answer
 	// fails now is not parked again after this sweep.
-	for _, cr := range r.answering {
-		if seat == "" || strings.EqualFold(cr.seat, seat) {
-			cr.mu.Lock()
-			stop := cr.stop
-			cr.mu.Unlock()
-			stop()
+	for h := range r.answering {
+		if seat == "" || strings.EqualFold(h.cr.seat, seat) {
+			h.stop()
 		}
 	}
 	r.mu.Unlock()

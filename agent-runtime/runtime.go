@@ -37,9 +37,9 @@ type Runtime struct {
 	running map[string]*turn
 	// runs are the coding runs parked here, waiting for an answer, by id.
 	runs map[string]*codeRun
-	// answering are the runs taken here for an answer and not yet let go
-	// (takeAnswered), by id: the runtime's to wait for and to cut.
-	answering map[string]*codeRun
+	// answering are the holds on runs taken here for an answer and not
+	// yet let go (takeAnswered): the runtime's to wait for and to cut.
+	answering map[*answerHold]bool
 	closed    bool
 	// answerTaken, set by tests only, is called as an answer takes a
 	// parked run, before the answer is recorded: where a test orders a
