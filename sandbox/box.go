@@ -33,7 +33,7 @@ type Box struct {
 	ws      string // the workspace on the host
 	env     []string
 	cg      *cgroup
-	extra   []string // read-only binds the agent needs (its CLI's directory)
+	extra   []string // read-only binds the agent needs (its CLI's executable)
 
 	// runs take turns: each is killed whole and its processes drained
 	// before the next starts, so a limit reached by one never kills
@@ -88,11 +88,13 @@ func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box
 	b := &Box{bwrap: bwrap, prlimit: prlimit, cfg: cfg, dir: dir, ws: ws, env: append([]string(nil), env...),
 		cg: newCgroup("crewlet-"+filepath.Base(dir)+"-"+randomHex(4), cfg.Limits), active: map[int]bool{}}
 	if !cfg.Agent.Builtin() {
-		// The CLI is seen in the box where the host has it, its own
-		// directory bound read-only unless it is under /usr already.
+		// The CLI is seen in the box where the host has it: the
+		// executable file alone, read-only, unless it is under /usr
+		// already. Never its directory: an operator may keep it beside
+		// the company file, whose data directory holds the hub's tokens.
 		b.cfg.Agent.Command = cli
 		if !strings.HasPrefix(cli, "/usr/") {
-			b.extra = append(b.extra, filepath.Dir(cli))
+			b.extra = append(b.extra, cli)
 		}
 	}
 	// The repository is made inside the box, by the box's own git, so it

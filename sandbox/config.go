@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -96,9 +97,10 @@ func (l Limits) WithDefaults() Limits {
 type AgentSpec struct {
 	// CLI is "" for the builtin agent, else one of CLIs.
 	CLI string
-	// Command is the CLI's executable; empty, its name is looked up on
-	// the hub's PATH. Its directory is bound read-only into the box when
-	// it is not under /usr already.
+	// Command is the CLI's executable, an absolute path; empty, its name
+	// is looked up on the hub's PATH. The file alone (its links
+	// resolved) is bound read-only into the box when it is not under
+	// /usr already.
 	Command string
 	// Args are passed to the CLI after the ones the adapter gives it.
 	Args []string
@@ -163,6 +165,11 @@ func (c Config) Validate() []string {
 	}
 	if a := c.Agent; !a.Builtin() && !contains(CLIs, a.CLI) {
 		add("sandbox.agent.cli: %q is not a coding CLI this hub runs; use %s, or agent: builtin", a.CLI, strings.Join(CLIs, " or "))
+	}
+	if a := c.Agent; !a.Builtin() && a.Command != "" && !filepath.IsAbs(a.Command) {
+		// Relative to what? The hub's working directory is not the
+		// box's, and the file is bound into the box where it lies.
+		add("sandbox.agent.command: %q is not an absolute path; name the CLI's executable from the root (/opt/opencode/bin/opencode), or leave the line out to find %s on the hub's PATH", a.Command, a.CLI)
 	}
 	return out
 }

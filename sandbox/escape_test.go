@@ -71,6 +71,50 @@ func TestEscapeHubDataAndTokenUnreachable(t *testing.T) {
 	refused(t, "WriteFile ../x", b.WriteFile("../x", []byte("x")), "climbs out of the workspace")
 }
 
+// An operator may keep the coding CLI beside the company file, whose data
+// directory holds the hub's operator token: only the executable is bound
+// into the box, so the CLI runs there and the token beside it is not to be
+// read. A command naming the CLI by a relative path (bound where? the
+// hub's working directory is not the box's) is refused in words.
+func TestEscapeSecretBesideTheCLIUnreachable(t *testing.T) {
+	site := t.TempDir()
+	cli := filepath.Join(site, "opencode")
+	if err := os.WriteFile(cli, []byte("#!/bin/sh\necho the CLI ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	token := filepath.Join(site, ".crewlet", "operator.token")
+	if err := os.MkdirAll(filepath.Dir(token), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(token, []byte("tok-not-for-the-box\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := openBox(t, Config{Agent: AgentSpec{CLI: "opencode", Command: cli}})
+	res, err := b.Run(context.Background(), []string{"sh", "-c", `"$1"; cat "$2"; ls -a "$3"`, "sh", cli, token, site}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Transcript, "the CLI ran") {
+		t.Fatalf("the CLI did not run in the box: %q %q", res.Transcript, res.Stderr)
+	}
+	if strings.Contains(res.Transcript, "tok-not-for-the-box") || strings.Contains(res.Transcript, ".crewlet") {
+		t.Fatalf("the box read what lies beside the CLI:\n%s", res.Transcript)
+	}
+
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(wd, cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(context.Background(), Config{Agent: AgentSpec{CLI: "opencode", Command: rel}}, t.TempDir(), nil)
+	if err == nil || !strings.Contains(err.Error(), "sandbox.agent.command: "+strconv.Quote(rel)+" is not an absolute path") {
+		t.Fatalf("a relative command: %v", err)
+	}
+}
+
 // A link the box lays to /etc/shadow, or the host lays to a token, is
 // never followed by the host: reading, opening, listing under and
 // publishing it are refused in words.
