@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +82,17 @@ func (b *Box) ServeModel(p Provider) error {
 			r.Out.URL.Path = base + tail
 			r.Out.URL.RawPath = ""
 			r.Out.Host = target.Host
+			// Of the box's headers only what says the body's type and
+			// the answer's goes on (a streamed answer is asked for in
+			// the body): an organization, project or cookie header of
+			// the box's would spend the key on an account it names.
+			// The provider's own are then added.
+			r.Out.Header = http.Header{}
+			for _, k := range forwardedHeaders {
+				if v, ok := r.In.Header[k]; ok {
+					r.Out.Header[k] = v
+				}
+			}
 			for k, v := range p.Header {
 				r.Out.Header[k] = v
 			}
@@ -102,14 +114,21 @@ func (b *Box) ServeModel(p Provider) error {
 	}
 	gw := &gateway{dir: dir}
 	gw.idle = sync.NewCond(&gw.mu)
-	// Only the model's API is reached: a path outside /v1/ (or climbing
-	// out of it) is answered here, never sent on with the key.
+	// Only the model calls a coding CLI makes are reached: any other
+	// path or method is answered here, never sent on with the key.
 	only := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := path.Clean(r.URL.Path); !strings.HasPrefix(p, "/v1/") || p != r.URL.Path {
-			http.Error(w, "the model gateway serves only the model's API, under /v1/", http.StatusNotFound)
+		method, ok := modelRoutes[r.URL.Path]
+		if !ok || path.Clean(r.URL.Path) != r.URL.Path {
+			http.Error(w, "the model gateway sends on only the model's calls ("+routeList()+"); "+r.URL.Path+" is not one of them", http.StatusNotFound)
 			return
 		}
-		if p.Meter == nil {
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			http.Error(w, "the model gateway sends "+r.URL.Path+" on only as "+method+", not "+r.Method, http.StatusMethodNotAllowed)
+			return
+		}
+		// A listing of the models is no model call: nothing to charge.
+		if p.Meter == nil || r.Method == http.MethodGet {
 			proxy.ServeHTTP(w, r)
 			return
 		}
@@ -126,6 +145,31 @@ func (b *Box) ServeModel(p Provider) error {
 	b.gateway = gw
 	return nil
 }
+
+// modelRoutes are the calls the gateway sends on, each with the one method
+// it takes: a completion in the chat-completions or the responses API, and
+// the model listing. The provider's key can do much more (list, upload and
+// delete files, start fine-tuning jobs), all of it the provider account's
+// and none of it the run's.
+var modelRoutes = map[string]string{
+	"/v1/chat/completions": http.MethodPost,
+	"/v1/responses":        http.MethodPost,
+	"/v1/models":           http.MethodGet,
+}
+
+// routeList says modelRoutes in words, for a refused call.
+func routeList() string {
+	var out []string
+	for p, m := range modelRoutes {
+		out = append(out, m+" "+p)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
+}
+
+// forwardedHeaders are the only headers of the box's a forwarded call
+// keeps.
+var forwardedHeaders = []string{"Content-Type", "Accept"}
 
 // metered forwards one model call under meter: asked first, told after.
 func metered(w http.ResponseWriter, r *http.Request, proxy http.Handler, meter Meter) {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,16 +15,25 @@ import (
 	"github.com/crewlet/hub/agent-runtime/modeltest"
 )
 
-// The gateway forwards the model's API, under /v1/, to the provider with
-// the provider's key in place of the box's placeholder, and answers every
-// other path itself, so the key is never sent with a request the model's
-// API does not take.
+// The gateway sends on only the model calls a coding CLI makes (a chat
+// completion, a response, the model listing), with the provider's key in
+// place of the box's placeholder and none of the box's other headers (an
+// organization or project would spend the key on an account the box
+// names). Every other path or method — the key's files, fine-tuning jobs —
+// is answered by the gateway itself in words, never sent on with the key.
 func TestGatewayForwardsOnlyTheModelAPI(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	provider := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var names []string
+		for k := range r.Header {
+			if k != "Accept-Encoding" && k != "Content-Length" { // the hub's own transport's
+				names = append(names, k)
+			}
+		}
+		slices.Sort(names)
 		mu.Lock()
-		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization")+" "+strings.Join(names, ","))
 		mu.Unlock()
 		io.WriteString(w, "from the provider")
 	})}
@@ -35,17 +45,30 @@ func TestGatewayForwardsOnlyTheModelAPI(t *testing.T) {
 	defer provider.Close()
 
 	b := openBox(t, Config{})
+	var metered []int
 	if err := b.ServeModel(Provider{BaseURL: "http://" + ln.Addr().String() + "/api/v1/",
-		Header: http.Header{"Authorization": {"Bearer sk-provider"}}}); err != nil {
+		Header: http.Header{"Authorization": {"Bearer sk-provider"}},
+		Meter: func(n int) (func(ModelCall), error) {
+			mu.Lock()
+			defer mu.Unlock()
+			metered = append(metered, n)
+			return func(ModelCall) {}, nil
+		}}); err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(b.gateway.dir, "model.sock")
 	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
-	get := func(p string) (int, string) {
-		req, _ := http.NewRequest("POST", "http://box"+p, strings.NewReader("{}"))
+	call := func(method, p string) (int, string) {
+		req, _ := http.NewRequest(method, "http://box"+p, strings.NewReader("{}"))
 		req.Header.Set("Authorization", "Bearer placeholder")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("OpenAI-Organization", "org-other")
+		req.Header.Set("OpenAI-Project", "proj-other")
+		req.Header.Set("Cookie", "session=other")
+		req.Header.Set("X-Anything", "else")
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -54,18 +77,35 @@ func TestGatewayForwardsOnlyTheModelAPI(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	if code, body := get("/v1/chat/completions"); code != 200 || body != "from the provider" {
-		t.Fatalf("the model's API: %d %q", code, body)
+	for _, c := range [][2]string{{"POST", "/v1/chat/completions"}, {"POST", "/v1/responses"}, {"GET", "/v1/models"}} {
+		if code, body := call(c[0], c[1]); code != 200 || body != "from the provider" {
+			t.Fatalf("%s %s: %d %q", c[0], c[1], code, body)
+		}
 	}
-	for _, p := range []string{"/admin", "/v1/../admin", "/v2/chat"} {
-		if code, _ := get(p); code != http.StatusNotFound {
-			t.Fatalf("%s: %d, want 404 from the gateway", p, code)
+	for _, c := range []struct{ method, path, says string }{
+		{"GET", "/v1/files", "/v1/files is not one of them"},
+		{"DELETE", "/v1/files/file-abc", "/v1/files/file-abc is not one of them"},
+		{"POST", "/v1/fine_tuning/jobs", "/v1/fine_tuning/jobs is not one of them"},
+		{"POST", "/admin", "sends on only the model's calls (GET /v1/models, POST /v1/chat/completions, POST /v1/responses)"},
+		{"POST", "/v1/../v1/chat/completions", "is not one of them"},
+		{"POST", "/v2/chat", "is not one of them"},
+		{"GET", "/v1/chat/completions", "sends /v1/chat/completions on only as POST, not GET"},
+		{"DELETE", "/v1/models", "only as GET, not DELETE"},
+	} {
+		code, body := call(c.method, c.path)
+		if want := map[bool]int{true: http.StatusMethodNotAllowed, false: http.StatusNotFound}[strings.Contains(c.says, "only as")]; code != want || !strings.Contains(body, c.says) {
+			t.Fatalf("%s %s: %d %q, want %d saying %q", c.method, c.path, code, body, want, c.says)
 		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(seen) != 1 || seen[0] != "POST /api/v1/chat/completions Bearer sk-provider" {
-		t.Fatalf("the provider saw %q", seen)
+	const headers = " Bearer sk-provider Accept,Authorization,Content-Type"
+	want := []string{"POST /api/v1/chat/completions" + headers, "POST /api/v1/responses" + headers, "GET /api/v1/models" + headers}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("the provider saw\n%q\nwant\n%q", seen, want)
+	}
+	if len(metered) != 2 {
+		t.Fatalf("the meter was asked %d times, want once for each completion and not for the listing", len(metered))
 	}
 }
 
