@@ -134,7 +134,9 @@ func cliCommand(spec AgentSpec, command string, task CLITask) ([]string, []strin
 			return nil, nil, nil, err
 		}
 		argv := append([]string{command, "run", "--format", "json", "--pure"}, spec.Args...)
-		argv = append(argv, task.Prompt)
+		// After "--" the task is the message even where it begins with
+		// a dash ("-m other/model fix the bug" is words, not options).
+		argv = append(argv, "--", task.Prompt)
 		env := []string{
 			"OPENCODE_CONFIG_CONTENT=" + string(raw),
 			"OPENCODE_DISABLE_AUTOUPDATE=1",

@@ -72,6 +72,45 @@ func TestOpenCodeWritesAndRunsAScriptInTheBox(t *testing.T) {
 	}
 }
 
+// A task that begins with a dash is the task, not options of the CLI's:
+// "-m other/model fix the bug" reaches the model as the task's words, and
+// the run stays on the run's model.
+func TestOpenCodeTaskStartingWithADashIsTheTask(t *testing.T) {
+	bin := sandboxtest.OpenCode(t)
+	const task = "-m other/model fix the bug"
+	m := modeltest.Start(t, func(c modeltest.Conversation) modeltest.Reply {
+		if !c.Offers("bash") {
+			return modeltest.Reply{Text: "A title"}
+		}
+		return modeltest.Reply{Text: "Read the task."}
+	})
+	b := openBox(t, Config{Agent: AgentSpec{CLI: "opencode", Command: bin}, Limits: Limits{Wall: 3 * time.Minute}})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := b.RunCLI(ctx, CLITask{Prompt: task, Model: "stand-in", Provider: Provider{BaseURL: m.OpenAIBase()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Exit != 0 || res.Report != "Read the task." {
+		t.Fatalf("exit %d, report %q, stderr:\n%s", res.Exit, res.Report, res.Stderr)
+	}
+	var asked bool
+	for _, c := range m.Requests() {
+		if c.Model != "stand-in" {
+			t.Fatalf("the CLI asked model %q, not the run's", c.Model)
+		}
+		if c.Offers("bash") {
+			asked = true
+			if !strings.Contains(c.UserText(), task) {
+				t.Fatalf("the model was not handed the task; it read %q", c.UserText())
+			}
+		}
+	}
+	if !asked {
+		t.Fatal("the CLI never asked the model to work on the task")
+	}
+}
+
 // A box for a CLI the node does not have is refused as it opens, saying
 // where it was looked for.
 func TestOpenRefusesAMissingCLI(t *testing.T) {
