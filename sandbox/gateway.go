@@ -127,16 +127,22 @@ func (b *Box) ServeModel(p Provider) error {
 			http.Error(w, "the model gateway sends "+r.URL.Path+" on only as "+method+", not "+r.Method, http.StatusMethodNotAllowed)
 			return
 		}
-		// A listing of the models is no model call: nothing to charge.
-		if p.Meter == nil || r.Method == http.MethodGet {
-			proxy.ServeHTTP(w, r)
+		switch err := gw.begin(); {
+		case errors.Is(err, errGatewayBusy):
+			// A client of the API retries a 429 after a while.
+			w.Header().Set("Retry-After", "1")
+			answerError(w, http.StatusTooManyRequests, "busy", err.Error())
 			return
-		}
-		if !gw.begin() {
-			http.Error(w, "the run this model gateway served has ended", http.StatusServiceUnavailable)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		defer gw.end()
+		// A listing of the models is no model call: nothing to charge.
+		if r.Method == http.MethodGet {
+			proxy.ServeHTTP(w, r)
+			return
+		}
 		metered(w, r, proxy, p.Meter)
 	})
 	srv := &http.Server{Handler: only, ReadHeaderTimeout: 30 * time.Second}
@@ -171,7 +177,9 @@ func routeList() string {
 // keeps.
 var forwardedHeaders = []string{"Content-Type", "Accept"}
 
-// metered forwards one model call under meter: asked first, told after.
+// metered forwards one model call under meter (nil for none): asked
+// first, told after. Its request is read whole first, at most
+// maxModelRequest of it.
 func metered(w http.ResponseWriter, r *http.Request, proxy http.Handler, meter Meter) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxModelRequest+1))
 	switch {
@@ -180,6 +188,11 @@ func metered(w http.ResponseWriter, r *http.Request, proxy http.Handler, meter M
 		return
 	case len(body) > maxModelRequest:
 		http.Error(w, fmt.Sprintf("the model call's request is past the %d MiB the gateway sends on", maxModelRequest>>20), http.StatusRequestEntityTooLarge)
+		return
+	}
+	if meter == nil {
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		proxy.ServeHTTP(w, r)
 		return
 	}
 	body = askUsage(r.URL.Path, body)
@@ -208,23 +221,41 @@ type gateway struct {
 	dir string
 	srv *http.Server
 
-	// inflight counts the metered calls being forwarded: a run drains
-	// them as it ends, so every call its CLI made is told to its meter
-	// before the run's spending is read, and none starts after.
+	// inflight counts the calls being forwarded, at most
+	// maxModelCallsInFlight: each holds its request (up to
+	// maxModelRequest) in the hub's memory. A run drains them as it
+	// ends, so every call its CLI made is told to its meter before the
+	// run's spending is read, and none starts after.
 	mu       sync.Mutex
 	idle     *sync.Cond
 	inflight int
 	drained  bool
 }
 
-func (g *gateway) begin() bool {
+// maxModelCallsInFlight is how many calls one box's gateway forwards at
+// once; one more is answered 429 (errGatewayBusy), which an API client
+// retries. A coding CLI makes one at a time, or a few beside each other (a
+// session's title, a subagent's); a box opening a hundred would otherwise
+// hold a hundred requests in the hub's memory.
+const maxModelCallsInFlight = 4
+
+var (
+	errGatewayBusy  = fmt.Errorf("the model gateway already forwards %d model calls from this box, as many as it forwards at once; this one was not sent: make it again once one has been answered", maxModelCallsInFlight)
+	errGatewayEnded = errors.New("the run this model gateway served has ended")
+)
+
+// begin counts a call in, or says why it is not sent on.
+func (g *gateway) begin() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.drained {
-		return false
+		return errGatewayEnded
+	}
+	if g.inflight >= maxModelCallsInFlight {
+		return errGatewayBusy
 	}
 	g.inflight++
-	return true
+	return nil
 }
 
 func (g *gateway) end() {

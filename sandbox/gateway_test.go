@@ -183,3 +183,93 @@ func TestGatewayMetersEachModelCall(t *testing.T) {
 		t.Fatalf("the provider saw %d requests; the refused one was sent on", n)
 	}
 }
+
+// At most 4 model calls from one box are forwarded at once, each request
+// at most 8 MiB, so a box holds at most 32 MiB of the hub's memory in
+// requests: a fifth call while four are at the provider is answered 429 in
+// words and never sent, and is sent once one has been answered; a request
+// past 8 MiB is answered 413 in words and never sent.
+func TestGatewayCapsCallsInFlightAndTheirSize(t *testing.T) {
+	arrived := make(chan struct{}, maxModelCallsInFlight)
+	release := make(chan struct{})
+	var mu sync.Mutex
+	sent := 0
+	provider := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent++
+		held := sent <= maxModelCallsInFlight
+		mu.Unlock()
+		// The first four are held until released; any later one is
+		// answered at once.
+		if held {
+			arrived <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, `{"choices":[]}`)
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go provider.Serve(ln)
+	defer provider.Close()
+
+	b := openBox(t, Config{})
+	if err := b.ServeModel(Provider{BaseURL: "http://" + ln.Addr().String() + "/v1",
+		Meter: func(int) (func(ModelCall), error) { return func(ModelCall) {}, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(b.gateway.dir, "model.sock")
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	post := func(body string) (int, string) {
+		resp, err := client.Post("http://box/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(got)
+	}
+	var wg sync.WaitGroup
+	for range maxModelCallsInFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, body := post(`{"model":"m"}`); code != 200 {
+				t.Errorf("a call within the cap: %d %s", code, body)
+			}
+		}()
+	}
+	for range maxModelCallsInFlight {
+		<-arrived
+	}
+	code, body := post(`{"model":"m"}`)
+	if code != http.StatusTooManyRequests || !strings.Contains(body, "already forwards 4 model calls from this box, as many as it forwards at once") {
+		t.Fatalf("a fifth call in flight: %d %s", code, body)
+	}
+	close(release)
+	wg.Wait()
+	// The four are answered; the gateway counts them out as their
+	// handlers return.
+	b.gateway.mu.Lock()
+	for b.gateway.inflight > 0 {
+		b.gateway.idle.Wait()
+	}
+	b.gateway.mu.Unlock()
+	if code, body := post(`{"model":"m"}`); code != 200 {
+		t.Fatalf("a call once the four were answered: %d %s", code, body)
+	}
+
+	big := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 8<<20) + `"}]}`
+	if code, body := post(big); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "past the 8 MiB the gateway sends on") {
+		t.Fatalf("a request past 8 MiB: %d %.200s", code, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sent != maxModelCallsInFlight+1 {
+		t.Fatalf("the provider saw %d calls, want the four and the one after them", sent)
+	}
+}

@@ -45,8 +45,10 @@ type ModelCall struct {
 // Bounds of what the gateway reads of a model call.
 const (
 	// maxModelRequest bounds a request the gateway sends on: it is read
-	// whole, to be measured and to ask for its usage.
-	maxModelRequest = 32 << 20
+	// whole, to be measured and to ask for its usage. A million tokens
+	// of context is about 4 MiB of text; with maxModelCallsInFlight a
+	// box holds at most 32 MiB of the hub's memory in requests.
+	maxModelRequest = 8 << 20
 	// maxMeteredBody bounds how much of a whole (unstreamed) answer, or
 	// of one line of a streamed one, is kept to read its usage from; an
 	// answer past it is passed on whole and its spending estimated.
@@ -224,9 +226,15 @@ func (r *usageReader) Read(p []byte) (int, error) {
 // of the API it called, with the refusal's words; 403, which an
 // OpenAI-compatible client does not retry.
 func refuseCall(w http.ResponseWriter, err error) {
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": fmt.Sprintf("The hub did not send this model call: %v", err), "type": "refused", "code": "refused"}})
+	answerError(w, http.StatusForbidden, "refused", fmt.Sprintf("The hub did not send this model call: %v", err))
+}
+
+// answerError answers a call the gateway did not send on with status and
+// message, in the error shape of the OpenAI-compatible APIs, so the CLI
+// shows its words.
+func answerError(w http.ResponseWriter, status int, code, message string) {
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": message, "type": code, "code": code}})
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusForbidden)
+	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
