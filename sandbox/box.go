@@ -148,7 +148,8 @@ func Sweep(parentDir string) error {
 		if !e.IsDir() || !strings.HasPrefix(e.Name(), "box-") {
 			continue
 		}
-		errs = append(errs, removeGroupsOf(e.Name()), os.RemoveAll(filepath.Join(parentDir, e.Name())))
+		dir := filepath.Join(parentDir, e.Name())
+		errs = append(errs, removeGroupsOf(e.Name()), removeBoxDir(dir))
 	}
 	return errors.Join(errs...)
 }
@@ -181,7 +182,18 @@ func (b *Box) Close() error {
 	b.runs.Lock()
 	defer b.runs.Unlock()
 	err := b.cg.remove()
-	return errors.Join(err, os.RemoveAll(b.dir))
+	return errors.Join(err, removeBoxDir(b.dir))
+}
+
+// removeBoxDir removes a box's directory, its workspace's directories
+// unlocked first: a command in the box may have locked one it made, and a
+// hub that does not run as root could not remove it.
+func removeBoxDir(dir string) error {
+	err := unlockTree(filepath.Join(dir, "workspace"))
+	if rmErr := os.RemoveAll(dir); rmErr != nil {
+		return errors.Join(err, rmErr)
+	}
+	return nil
 }
 
 func (b *Box) isClosed() bool {

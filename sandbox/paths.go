@@ -153,7 +153,7 @@ func (b *Box) WriteFile(rel string, data []byte) error {
 	}
 	u, err := b.DiskUsage()
 	if err != nil {
-		return err
+		return authority.Refuse(authority.Invalid, "the workspace cannot be counted (%v), so it is held as past its disk limit of %d MiB and its limit of %d files; nothing was written. Remove what the last commands left there first.", err, l.DiskMB, l.Files).WithData("limit", l.Files)
 	}
 	if u.Bytes+int64(len(data)) > int64(l.DiskMB)<<20 {
 		return authority.Refuse(authority.Invalid, "the workspace holds %d bytes; %d more would pass its disk limit of %d MiB.", u.Bytes, len(data), l.DiskMB).WithData("limit", l.DiskMB)
@@ -213,39 +213,6 @@ func (b *Box) mkdirAll(dir string) error {
 		}
 	}
 	return nil
-}
-
-// Usage is what the workspace holds.
-type Usage struct {
-	Bytes int64 // on disk, in whole blocks
-	Files int   // files, directories and links
-}
-
-// DiskUsage counts the workspace against the box's disk and file limits.
-// It walks the workspace without following a link.
-func (b *Box) DiskUsage() (Usage, error) {
-	var u Usage
-	err := filepath.WalkDir(b.ws, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed by a run while counted
-			}
-			return err
-		}
-		if path == b.ws {
-			return nil
-		}
-		u.Files++
-		if fi, err := d.Info(); err == nil {
-			if st, ok := fi.Sys().(*unix.Stat_t); ok {
-				u.Bytes += st.Blocks * 512
-			} else {
-				u.Bytes += fi.Size()
-			}
-		}
-		return nil
-	})
-	return u, err
 }
 
 func kindOf(m fs.FileMode) string {

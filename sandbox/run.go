@@ -181,10 +181,18 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, opts runO
 		res.Exit = -1
 	}
 	res.Reached = b.reached(before, res.Exit)
+	var uncounted error
 	if !opts.internal {
 		// What the run left in the workspace counts against the box's
-		// disk and file limits (the box's own listings add nothing).
-		if u, err := b.DiskUsage(); err == nil {
+		// disk and file limits (the box's own listings add nothing). A
+		// workspace that cannot be counted is held as past both: it
+		// is the run's doing, and the limits must not be escaped by it.
+		u, err := b.DiskUsage()
+		switch {
+		case err != nil:
+			uncounted = err
+			res.Reached = append(res.Reached, LimitDisk, LimitFiles)
+		default:
 			if u.Bytes > int64(l.DiskMB)<<20 {
 				res.Reached = append(res.Reached, LimitDisk)
 			}
@@ -193,7 +201,7 @@ func (b *Box) run(ctx context.Context, argv []string, stdin io.Reader, opts runO
 			}
 		}
 	}
-	res.Why = explain(res, l)
+	res.Why = explain(res, l, uncounted)
 	if drainErr != nil {
 		return res, drainErr
 	}
@@ -322,8 +330,9 @@ func (b *Box) reached(before counters, exit int) []string {
 	return out
 }
 
-// explain says a Result's Killed and Reached in words, with their numbers.
-func explain(r Result, l Limits) string {
+// explain says a Result's Killed and Reached in words, with their numbers;
+// uncounted is why the workspace could not be counted, if it could not.
+func explain(r Result, l Limits, uncounted error) string {
 	var parts []string
 	switch r.Killed {
 	case LimitWall:
@@ -344,8 +353,15 @@ func explain(r Result, l Limits) string {
 		case LimitProcesses:
 			parts = append(parts, fmt.Sprintf("ran into the limit of %d processes", l.Processes))
 		case LimitDisk:
+			if uncounted != nil {
+				parts = append(parts, uncountedWords(uncounted, l))
+				continue
+			}
 			parts = append(parts, fmt.Sprintf("left the workspace past its disk limit of %d MiB", l.DiskMB))
 		case LimitFiles:
+			if uncounted != nil {
+				continue // said with the disk limit
+			}
 			parts = append(parts, fmt.Sprintf("left the workspace holding more than its limit of %d files", l.Files))
 		}
 	}
@@ -353,6 +369,12 @@ func explain(r Result, l Limits) string {
 		return ""
 	}
 	return "the command " + strings.Join(parts, "; ")
+}
+
+// uncountedWords says a workspace that could not be counted, and that it is
+// held as past its limits.
+func uncountedWords(err error, l Limits) string {
+	return fmt.Sprintf("left a workspace that cannot be counted (%v), so it is held as past its disk limit of %d MiB and its limit of %d files", err, l.DiskMB, l.Files)
 }
 
 // streams counts a run's two streams together against the output limit.
