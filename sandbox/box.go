@@ -58,7 +58,7 @@ func Open(ctx context.Context, cfg Config, parentDir string, env []string) (*Box
 	if problems := cfg.Validate(); len(problems) > 0 {
 		return nil, errors.New(problems[0])
 	}
-	bwrap, err := Find()
+	bwrap, err := find(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,5 +40,20 @@ func TestFindSaysWhatIsMissing(t *testing.T) {
 	link("prlimit")
 	if got, err := Find(); err != nil || got != bwrap {
 		t.Fatalf("with both: %q %v", got, err)
+	}
+}
+
+// Open's context holds the trial run of bwrap too: a caller that has given
+// up is answered with its own end, and nothing is made.
+func TestOpenWithAnEndedContextMakesNothing(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	parent := filepath.Join(t.TempDir(), "boxes")
+	_, err := Open(ctx, Config{}, parent, nil)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "the box was not opened") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := os.Stat(parent); !os.IsNotExist(err) {
+		t.Fatalf("the box's directory was made: %v", err)
 	}
 }
