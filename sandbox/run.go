@@ -55,7 +55,8 @@ type Result struct {
 	// size (StderrBytesLeftOut).
 	Stderr             string
 	StderrBytesLeftOut int64
-	// OutputBytes counts both streams whole.
+	// OutputBytes counts both streams together, up to the output limit:
+	// the count stops where the command was stopped.
 	OutputBytes int64
 	Duration    time.Duration
 }
