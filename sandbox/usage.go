@@ -19,9 +19,11 @@ import (
 // errors are the kernel's words alone.
 
 // maxCountDepth is how deep the workspace's directories are counted: each
-// level holds a descriptor while the walk is in it. A workspace nested
-// deeper cannot be counted, and is held as past its disk and file limits.
-const maxCountDepth = 1000
+// level holds a descriptor while the walk is in it, and a node's limit on
+// them may be as low as 1024. No source tree nests near it; a workspace
+// nested deeper cannot be counted, and is held as past its disk and file
+// limits.
+const maxCountDepth = 256
 
 var errTooDeep = fmt.Errorf("its directories nest more than %d deep", maxCountDepth)
 

@@ -13,23 +13,27 @@ import (
 	"time"
 )
 
-// A workspace the host cannot count — directories nested past the 1000
+// A workspace the host cannot count — directories nested past the 256
 // levels it walks — is held as past its disk and file limits, said in
 // words; a write is refused in words naming no host path; Close removes
-// it.
+// it. 256 levels are counted.
 func TestWorkspaceTooDeepToCountIsHeldAtItsLimits(t *testing.T) {
 	parent := t.TempDir()
 	b := openBoxIn(t, Config{}, parent, Env(os.Environ(), nil))
-	res := run(t, b, `i=0; while [ $i -le 1000 ]; do mkdir d && cd d || exit 1; i=$((i+1)); done`)
+	res := run(t, b, `mkdir -p "$(printf 'd/%.0s' $(seq 256))"`)
+	if res.Exit != 0 || len(res.Reached) != 0 {
+		t.Fatalf("256 levels: exit %d, reached %v, why %q, %s", res.Exit, res.Reached, res.Why, res.Stderr)
+	}
+	res = run(t, b, `mkdir -p "$(printf 'd/%.0s' $(seq 257))"`)
 	if res.Exit != 0 {
 		t.Fatalf("exit %d: %s", res.Exit, res.Stderr)
 	}
 	if !slices.Contains(res.Reached, LimitDisk) || !slices.Contains(res.Reached, LimitFiles) ||
-		!strings.Contains(res.Why, "left a workspace that cannot be counted (its directories nest more than 1000 deep), so it is held as past its disk limit of 2048 MiB and its limit of 20000 files") {
+		!strings.Contains(res.Why, "left a workspace that cannot be counted (its directories nest more than 256 deep), so it is held as past its disk limit of 2048 MiB and its limit of 20000 files") {
 		t.Fatalf("reached %v, why %q", res.Reached, res.Why)
 	}
 	err := b.WriteFile("a.txt", []byte("x"))
-	refused(t, "WriteFile a.txt", err, "the workspace cannot be counted (its directories nest more than 1000 deep)")
+	refused(t, "WriteFile a.txt", err, "the workspace cannot be counted (its directories nest more than 256 deep)")
 	if strings.Contains(err.Error(), parent) {
 		t.Fatalf("the refusal names the host's path: %v", err)
 	}
