@@ -50,12 +50,14 @@ func (b *Box) open(rel string, flags int, mode uint32) (*os.File, error) {
 	if b.isClosed() {
 		return nil, errClosed
 	}
-	root, err := os.Open(b.ws)
+	// O_PATH: the workspace is a place to resolve from, whatever
+	// permissions a command left on it; and its error names no host path.
+	root, err := unix.Open(b.ws, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the workspace cannot be opened: %w", err)
 	}
-	defer root.Close()
-	fd, err := unix.Openat2(int(root.Fd()), rel, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath})
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Mode: uint64(mode), Resolve: beneath})
 	if err != nil {
 		return nil, pathError(rel, err)
 	}
@@ -75,6 +77,8 @@ func pathError(rel string, err error) error {
 		return authority.Refuse(authority.Invalid, "a part of %q is a file, not a directory.", rel)
 	case errors.Is(err, unix.EISDIR):
 		return authority.Refuse(authority.Invalid, "%q is a directory, not a file.", rel)
+	case errors.Is(err, unix.EACCES):
+		return authority.Refuse(authority.Invalid, "%q cannot be reached: a command in the box took away the permission to it or to a directory on its way (chmod); a command can give it back (chmod u+rwx).", rel)
 	case errors.Is(err, unix.ENOSYS):
 		return errors.New("this kernel cannot hold a path beneath a directory (openat2, Linux 5.6), so the box's files cannot be reached safely")
 	}

@@ -64,6 +64,15 @@ func TestLockedDirectoryIsCountedAndRemoved(t *testing.T) {
 	if strings.Contains(err.Error(), parent) {
 		t.Fatalf("the refusal names the host's path: %v", err)
 	}
+	// A file the box locked is refused to a read in words, naming no
+	// host path (the count after each command gives the directories
+	// back, never a file).
+	run(t, b, `echo hi > r && chmod 000 r`)
+	_, err = b.ReadFile("r")
+	refused(t, "ReadFile r", err, `"r" cannot be reached: a command in the box took away the permission`)
+	if strings.Contains(err.Error(), parent) {
+		t.Fatalf("the refusal names the host's path: %v", err)
+	}
 	// Close removes it (openBoxIn checks at the test's end); Sweep removes
 	// a box left behind in the same state.
 	left := t.TempDir()
