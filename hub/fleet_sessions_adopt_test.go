@@ -80,21 +80,8 @@ func TestFleetSessionTakenUpCountsAgainstTheCap(t *testing.T) {
 // ago), and a record that expires while the session is in use closes the
 // session on every node.
 func TestFleetSessionTakenUpRenewsItsRecord(t *testing.T) {
-	doc, env := twoPeople()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env}, func(*testNode) {})
-	var base []string
-	for _, n := range nodes {
-		srv := httptest.NewServer(n.hub.Handler())
-		t.Cleanup(srv.Close)
-		base = append(base, srv.URL)
-	}
+	ctx, nodes, base, id := openedOnNodeA(t)
 	const token = "ada-token-123456"
-	_, id := initSession(t, base[0], token)
-	if status, body := sessionPOST(t, base[0], token, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
-		t.Fatalf("initialized: %d %s", status, body)
-	}
 	records := nodes[1].hub.operator.sessions.fleet.b
 	before, err := records.Get(ctx, id)
 	if err != nil {
@@ -203,21 +190,8 @@ func TestFleetSessionOutlivesItsRecordDuringALongCall(t *testing.T) {
 // whose copy of the session is behind (a log level set through another
 // node, not yet heard of) does not write its copy back over the record.
 func TestFleetRenewalKeepsTheRecordAsItIs(t *testing.T) {
-	doc, env := twoPeople()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env}, func(*testNode) {})
-	var base []string
-	for _, n := range nodes {
-		srv := httptest.NewServer(n.hub.Handler())
-		t.Cleanup(srv.Close)
-		base = append(base, srv.URL)
-	}
+	ctx, nodes, base, id := openedOnNodeA(t)
 	const token = "ada-token-123456"
-	_, id := initSession(t, base[0], token)
-	if status, body := sessionPOST(t, base[0], token, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
-		t.Fatalf("initialized: %d %s", status, body)
-	}
 	if status, body := sessionPOST(t, base[0], token, id, `{"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"debug"}}`); status != http.StatusOK {
 		t.Fatalf("setLevel: %d %s", status, body)
 	}
@@ -240,4 +214,27 @@ func TestFleetRenewalKeepsTheRecordAsItIs(t *testing.T) {
 	if !strings.Contains(string(e.Value), `"log_level":"debug"`) {
 		t.Fatalf("the record after node b's renewal: %s", e.Value)
 	}
+}
+
+// openedOnNodeA serves a fleet of two nodes of twoPeople over loopback
+// HTTP and opens a 2025 session as ada through the first, initialized;
+// it answers a context bounding the test, the nodes, their base URLs and
+// the session's id.
+func openedOnNodeA(t *testing.T) (context.Context, []*testNode, []string, string) {
+	t.Helper()
+	doc, env := twoPeople()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	nodes := openFleetNodes(t, ctx, Options{Company: doc.Parse(t), StartupWait: 10 * time.Second, Env: env}, func(*testNode) {})
+	var base []string
+	for _, n := range nodes {
+		srv := httptest.NewServer(n.hub.Handler())
+		t.Cleanup(srv.Close)
+		base = append(base, srv.URL)
+	}
+	_, id := initSession(t, base[0], "ada-token-123456")
+	if status, body := sessionPOST(t, base[0], "ada-token-123456", id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != http.StatusAccepted {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	return ctx, nodes, base, id
 }
