@@ -143,16 +143,7 @@ func TestReleaseCutsAResumedRun(t *testing.T) {
 // and the box is removed once the run ends.
 func TestAnswerRacingItsTurnsEndKeepsTheBox(t *testing.T) {
 	held := newHeldModel(1)
-	h, boxes := runHarness(t, func(c modeltest.Conversation) modeltest.Reply {
-		if isCodingAgent(c) {
-			if c.Round() == 0 {
-				return call("ask_person", map[string]any{"question": "Which greeting?"})
-			}
-			return helloAgent(c)
-		}
-		held.hold(c)
-		return seatTurn(c)
-	}, time.Hour)
+	h, boxes := runHarness(t, askThenGreet(held), time.Hour)
 	ended := make(chan TurnRecord, 1)
 	go func() { ended <- h.turn() }()
 	<-held.asked

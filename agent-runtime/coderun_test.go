@@ -25,6 +25,21 @@ func isCodingAgent(c modeltest.Conversation) bool {
 	return strings.HasPrefix(c.System, "You are the coding agent")
 }
 
+// askThenGreet is the script of a seat whose turn, held by held, starts a
+// coding run that asks a person first and then greets as it was answered.
+func askThenGreet(held *heldModel) modeltest.Script {
+	return func(c modeltest.Conversation) modeltest.Reply {
+		if isCodingAgent(c) {
+			if c.Round() == 0 {
+				return call("ask_person", map[string]any{"question": "Which greeting?"})
+			}
+			return helloAgent(c)
+		}
+		held.hold(c)
+		return seatTurn(c)
+	}
+}
+
 // runHarness is a harness whose seats have run_sandbox, with boxes made
 // under boxes and parked runs waiting park.
 func runHarness(t *testing.T, script modeltest.Script, park time.Duration, opts ...func(*Options)) (h *harness, boxes string) {
@@ -261,16 +276,7 @@ func TestParkedRunExpires(t *testing.T) {
 // turn's end), and the box is removed once both are over.
 func TestRunAnsweredWhileItsTurnRuns(t *testing.T) {
 	held := newHeldModel(1)
-	h, boxes := runHarness(t, func(c modeltest.Conversation) modeltest.Reply {
-		if isCodingAgent(c) {
-			if c.Round() == 0 {
-				return call("ask_person", map[string]any{"question": "Which greeting?"})
-			}
-			return helloAgent(c)
-		}
-		held.hold(c)
-		return seatTurn(c)
-	}, time.Hour)
+	h, boxes := runHarness(t, askThenGreet(held), time.Hour)
 	ended := make(chan TurnRecord, 1)
 	go func() { ended <- h.turn() }()
 	<-held.asked

@@ -56,10 +56,7 @@ func TestGatewayForwardsOnlyTheModelAPI(t *testing.T) {
 		}}); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(b.gateway.dir, "model.sock")
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	client := gatewayClient(b)
 	call := func(method, p string) (int, string) {
 		req, _ := http.NewRequest(method, "http://box"+p, strings.NewReader("{}"))
 		req.Header.Set("Authorization", "Bearer placeholder")
@@ -142,10 +139,7 @@ func TestGatewayMetersEachModelCall(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(b.gateway.dir, "model.sock")
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	client := gatewayClient(b)
 	post := func(body string) (int, string) {
 		resp, err := client.Post("http://box/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -219,10 +213,7 @@ func TestGatewayCapsCallsInFlightAndTheirSize(t *testing.T) {
 		Meter: func(int) (func(ModelCall), error) { return func(ModelCall) {}, nil }}); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(b.gateway.dir, "model.sock")
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	client := gatewayClient(b)
 	post := func(body string) (int, string) {
 		resp, err := client.Post("http://box/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -272,4 +263,13 @@ func TestGatewayCapsCallsInFlightAndTheirSize(t *testing.T) {
 	if sent != maxModelCallsInFlight+1 {
 		t.Fatalf("the provider saw %d calls, want the four and the one after them", sent)
 	}
+}
+
+// gatewayClient reaches b's model gateway as the box does, through its
+// unix socket.
+func gatewayClient(b *Box) *http.Client {
+	sock := filepath.Join(b.gateway.dir, "model.sock")
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
 }
